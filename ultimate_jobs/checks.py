@@ -1,0 +1,50 @@
+"""System checks (``manage.py check``).
+
+- ultimate_jobs.E001: ULTIMATE_JOBS has an unknown key.
+- ultimate_jobs.E002: an ULTIMATE_JOBS value (or ULTIMATE_JOBS_<KEY> variable) is invalid.
+- ultimate_jobs.E003: the jobs database alias is missing or is not PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+from ultimate_jobs.conf import load_settings
+from ultimate_jobs.exceptions import ConfigurationError
+
+
+@register("ultimate_jobs")
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    try:
+        jobs_settings = load_settings(getattr(settings, "ULTIMATE_JOBS", {}))
+    except ConfigurationError as exc:
+        unknown = exc.reason.startswith("unknown ULTIMATE_JOBS key")
+        return [
+            Error(
+                f"ULTIMATE_JOBS[{exc.key!r}] = {exc.value!r}: {exc.reason}",
+                hint="See docs/settings.md for every key, its unit and its default.",
+                id="ultimate_jobs.E001" if unknown else "ultimate_jobs.E002",
+            )
+        ]
+    alias = jobs_settings.DATABASE
+    if alias not in settings.DATABASES:
+        return [
+            Error(
+                f"ULTIMATE_JOBS['DATABASE'] = {alias!r}: no such DATABASES alias",
+                id="ultimate_jobs.E003",
+            )
+        ]
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if "postgresql" not in engine:
+        return [
+            Error(
+                f"DATABASES[{alias!r}]['ENGINE'] = {engine!r}: ultimate_jobs needs PostgreSQL",
+                hint="SQLite and MySQL are not supported: the queue relies on SKIP LOCKED, "
+                "LISTEN/NOTIFY and partial indexes.",
+                id="ultimate_jobs.E003",
+            )
+        ]
+    return []

@@ -1,0 +1,212 @@
+"""Settings, in order: defaults, settings.ULTIMATE_JOBS, then ULTIMATE_JOBS_<KEY> variables.
+
+No other module reads django.conf.settings or os.environ for these keys. Durations accept
+what declarations accept (seconds, timedelta, "250ms", "5m"); every value is checked here
+and a bad one is a ConfigurationError naming the key and the value, which checks.py
+reports as ultimate_jobs.E002 at `manage.py check`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import environ
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from ultimate_jobs.durations import parse_duration
+from ultimate_jobs.exceptions import ConfigurationError, JobsError
+from ultimate_jobs.queues import validate_queue
+
+ENV_PREFIX = "ULTIMATE_JOBS_"
+OUTBOX_MODES = ("auto", "required", "off")
+_env = environ.Env()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobsSettings:
+    """The effective configuration; durations are held in seconds."""
+
+    DATABASE: str = "default"  # the alias that holds the jobs tables
+    QUEUES: tuple[
+        str, ...
+    ] = ()  # served by a worker without --queues; () = every declared queue
+    CONCURRENCY: int = 8  # handler threads per worker process
+    POLL_INTERVAL: float = 0.25  # seconds between claims while there is work
+    IDLE_POLL_MAX: float = (
+        2.0  # ceiling (seconds) of the idle poll backoff without a proven wake
+    )
+    WOKEN_IDLE_POLL_MAX: float = 5.0  # the ceiling once LISTEN/NOTIFY is proven to work
+    LEASE: float = 30.0  # visibility timeout (seconds): a claim lapses unless renewed
+    HEARTBEAT: float | None = None  # renewal period (seconds); None = a third of LEASE
+    DRAIN_TIMEOUT: float = 25.0  # seconds a SIGTERM waits for in-flight jobs
+    OUTBOX: str = "auto"  # "auto" | "required" | "off"
+    RELAY_INTERVAL: float = 0.2  # seconds between outbox relay passes while busy
+    SCHEDULER_TICK: float = 1.0  # seconds between scheduler rounds
+    RETENTION: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    ENVIRONMENT: str = (
+        "production"  # where this deployment runs (backfill environments)
+    )
+    WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The renewal period: HEARTBEAT, or a third of the lease."""
+        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
+
+
+_DURATIONS = (
+    "POLL_INTERVAL",
+    "IDLE_POLL_MAX",
+    "WOKEN_IDLE_POLL_MAX",
+    "LEASE",
+    "HEARTBEAT",
+    "DRAIN_TIMEOUT",
+    "RELAY_INTERVAL",
+    "SCHEDULER_TICK",
+)
+
+
+def _duration(key: str, value: object) -> float:
+    try:
+        return parse_duration(value, field=key)
+    except JobsError as exc:
+        raise ConfigurationError(
+            key, value, "expected a positive duration: 2, '250ms', '5m'"
+        ) from exc
+
+
+def _positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigurationError(key, value, "expected a whole number of at least 1")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigurationError(
+            key, value, "expected a whole number of at least 1"
+        ) from None
+    if number < 1:
+        raise ConfigurationError(key, value, "expected a whole number of at least 1")
+    return number
+
+
+def _queues(key: str, value: object) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, list | tuple):
+        raise ConfigurationError(key, value, "expected a list of queue names")
+    out = []
+    for name in names:
+        name = name.strip() if isinstance(name, str) else name
+        if name == "":
+            continue
+        try:
+            out.append(validate_queue(name, field=key))
+        except JobsError as exc:
+            raise ConfigurationError(key, value, exc.message) from exc
+    return tuple(out)
+
+
+def _bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+        "0",
+        "false",
+        "no",
+        "off",
+    }:
+        return value.lower() in {"1", "true", "yes", "on"}
+    raise ConfigurationError(key, value, "expected true or false")
+
+
+def _clean(key: str, value: object) -> Any:
+    if key in _DURATIONS:
+        return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
+    if key == "CONCURRENCY":
+        return _positive_int(key, value)
+    if key == "QUEUES":
+        return _queues(key, value)
+    if key == "OUTBOX":
+        if value not in OUTBOX_MODES:
+            raise ConfigurationError(
+                key, value, f"expected one of {', '.join(OUTBOX_MODES)}"
+            )
+        return value
+    if key == "WAKE":
+        return _bool(key, value)
+    if key in {"DATABASE", "ENVIRONMENT"}:
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(key, value, "expected a non-empty string")
+        return value
+    if key == "RETENTION":
+        if not isinstance(value, Mapping):
+            raise ConfigurationError(
+                key, value, "expected a mapping like {'done': {'days': 1}}"
+            )
+        return dict(value)
+    raise ConfigurationError(
+        key, value, "unknown key"
+    )  # pragma: no cover - guarded by caller
+
+
+_ENV_READERS: dict[str, Callable[[str], Any]] = {"RETENTION": _env.json}
+
+
+def load_settings(
+    values: Mapping[str, Any], environ_: Mapping[str, str] | None = None
+) -> JobsSettings:
+    """Build validated settings from a ULTIMATE_JOBS dict and an environment."""
+    environ_ = os.environ if environ_ is None else environ_
+    fields = {field.name for field in dataclasses.fields(JobsSettings)}
+    if unknown := sorted(set(values) - fields):
+        raise ConfigurationError(
+            unknown[0],
+            values[unknown[0]],
+            f"unknown ULTIMATE_JOBS key (known: {', '.join(sorted(fields))})",
+        )
+    merged: dict[str, Any] = dict(values)
+    for name in fields:
+        env_name = ENV_PREFIX + name
+        if env_name in environ_:
+            raw = environ_[env_name]
+            merged[name] = _ENV_READERS[name](env_name) if name in _ENV_READERS else raw
+    cleaned = {key: _clean(key, value) for key, value in merged.items()}
+    result = JobsSettings(**cleaned)
+    if result.LEASE < 1:
+        raise ConfigurationError(
+            "LEASE", merged.get("LEASE"), "the lease is at least 1 second"
+        )
+    if result.heartbeat_seconds >= result.LEASE:
+        raise ConfigurationError(
+            "HEARTBEAT",
+            merged.get("HEARTBEAT"),
+            "the heartbeat must be shorter than LEASE",
+        )
+    if result.POLL_INTERVAL > result.IDLE_POLL_MAX:
+        raise ConfigurationError(
+            "POLL_INTERVAL",
+            merged.get("POLL_INTERVAL"),
+            "must not exceed IDLE_POLL_MAX",
+        )
+    return result
+
+
+@functools.cache
+def get_settings() -> JobsSettings:
+    """Answer the effective settings, validated; cached until ULTIMATE_JOBS changes."""
+    return load_settings(getattr(settings, "ULTIMATE_JOBS", {}))
+
+
+@receiver(setting_changed)
+def _forget_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ULTIMATE_JOBS":
+        get_settings.cache_clear()

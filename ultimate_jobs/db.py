@@ -1,0 +1,125 @@
+"""The only module that opens a cursor: callers pass a named Query and its parameters.
+
+Two doors, one contract (``run(query, **params) -> rows as dicts``):
+
+* ``DjangoDatabase`` runs on Django's connection for the jobs alias, so an enqueue made
+  inside ``transaction.atomic`` joins the caller's transaction, and the testing helpers
+  see the test's own uncommitted rows.
+* ``DirectDatabase`` owns one autocommit psycopg connection, built from the same
+  DATABASES entry. The worker's hot path (claim, heartbeat, settle) runs on it, so it is
+  never closed by ``close_old_connections()`` between jobs and keeps its prepared
+  statements. A broken connection is dropped and re-dialled on the next call.
+
+Both wrap a driver failure once, as ``QueryError(query_name)`` with the cause attached.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+import psycopg
+from django.db import DatabaseError, connections
+
+from ultimate_jobs.exceptions import QueryError, UnsupportedDatabase
+from ultimate_jobs.sql import Query
+
+Row = dict[str, Any]
+
+
+class Database(Protocol):
+    """Something that runs a named statement and answers its rows."""
+
+    def run(self, query: Query, /, **params: Any) -> list[Row]: ...
+
+
+def _check_params(query: Query, params: dict[str, Any]) -> None:
+    if missing := query.params - params.keys():
+        raise TypeError(f"{query.name}: missing parameters {sorted(missing)}")
+
+
+def _rows(query: Query, cursor: Any) -> list[Row]:
+    if query.returns == "exec" or cursor.description is None:
+        return []
+    columns = [column[0] for column in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def ensure_postgresql(alias: str) -> None:
+    """Refuse any database but PostgreSQL, clearly (SQLite is not supported)."""
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        raise UnsupportedDatabase(
+            f"DATABASES[{alias!r}] is {vendor}; ultimate_jobs needs PostgreSQL "
+            "(SKIP LOCKED, LISTEN/NOTIFY, partial indexes). SQLite is not supported."
+        )
+
+
+class DjangoDatabase:
+    """Statements on Django's (thread-local) connection for one alias."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def run(self, query: Query, /, **params: Any) -> list[Row]:
+        _check_params(query, params)
+        try:
+            with connections[self.alias].cursor() as cursor:
+                cursor.execute(query.text, params)
+                return _rows(query, cursor)
+        except DatabaseError as exc:
+            raise QueryError(query.name, exc) from exc
+
+
+class DirectDatabase:
+    """One autocommit psycopg connection of its own, re-dialled after a failure.
+
+    Not shared between threads: each worker thread that runs statements owns one.
+    """
+
+    def __init__(self, alias: str, *, application_name: str = "ultimate_jobs") -> None:
+        self.alias = alias
+        self.application_name = application_name
+        self._conn: psycopg.Connection[Any] | None = None
+        self._owner = threading.get_ident()
+
+    def connection_params(self) -> dict[str, Any]:
+        ensure_postgresql(self.alias)
+        params = dict(connections[self.alias].get_connection_params())
+        params.pop("cursor_factory", None)  # server-side binding: prepared statements
+        options = connections[self.alias].settings_dict.get("OPTIONS", {})
+        if "prepare_threshold" not in options:
+            params["prepare_threshold"] = 5
+        params.setdefault("application_name", self.application_name)
+        return params
+
+    def connect(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self.close()
+            try:
+                self._conn = psycopg.Connection.connect(
+                    autocommit=True, **self.connection_params()
+                )
+            except psycopg.Error as exc:
+                raise QueryError("connect", exc) from exc
+        return self._conn
+
+    def run(self, query: Query, /, **params: Any) -> list[Row]:
+        _check_params(query, params)
+        conn = self.connect()
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(query.text, params)
+                return _rows(query, cursor)
+        except psycopg.Error as exc:
+            if conn.broken or isinstance(exc, psycopg.OperationalError):
+                self.close()
+            raise QueryError(query.name, exc) from exc
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass

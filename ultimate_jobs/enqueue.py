@@ -1,0 +1,256 @@
+"""The write path of an enqueue: check every input, then one statement for the batch.
+
+Everything that can be refused is refused before the statement runs, so a refused
+enqueue writes no row (B1). ``job_enqueue`` inserts the batch with array parameters
+(H3) and answers, per input, the id of the row it wrote or of the live job that holds
+its idempotency key (J2).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from ultimate_jobs import payload
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import current_correlation_id
+from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.declarations import (
+    MAX_CONCURRENCY_KEY_LENGTH,
+    MAX_KEY_LENGTH,
+    Concurrency,
+    JobDefinition,
+    _NoTenant,
+)
+from ultimate_jobs.exceptions import (
+    InvalidArgument,
+    JobDeclarationInvalid,
+    JobDuplicate,
+    JobsError,
+    JobTenantRequired,
+)
+from ultimate_jobs.handle import Enqueued
+from ultimate_jobs.ids import uuid7
+from ultimate_jobs.signals import job_enqueued
+from ultimate_jobs.sql import QUERIES
+
+if TYPE_CHECKING:
+    from ultimate_jobs.handle import JobHandle
+
+logger = logging.getLogger(__name__)
+_RACE_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One checked input, ready to be written."""
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    queue: str
+    priority: int
+    input: str  # JSON text
+    tenant_id: str | None
+    idempotency_key: str
+    max_attempts: int
+    run_at: Any
+    delay: float
+    correlation_id: str
+    enqueued_by: str
+
+
+def _call(
+    definition: JobDefinition, field: str, function: Any, kwargs: dict[str, Any]
+) -> Any:
+    try:
+        return function(kwargs)
+    except JobsError:
+        raise
+    except Exception as exc:
+        raise JobDeclarationInvalid(
+            field, kwargs, f"raised {exc!r}", job=definition.name
+        ) from exc
+
+
+def idempotency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str:
+    key = _call(definition, "idempotency_key", definition.idempotency_key, kwargs)
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+        raise JobDeclarationInvalid(
+            "idempotency_key",
+            key,
+            f"must answer a non-empty string of at most {MAX_KEY_LENGTH} characters",
+            job=definition.name,
+        )
+    return key
+
+
+def tenant_of(
+    definition: JobDefinition, kwargs: dict[str, Any], actor: Any = None
+) -> str | None:
+    if isinstance(definition.tenant, _NoTenant):
+        return None
+    tenant = _call(definition, "tenant", definition.tenant, kwargs)
+    if tenant is None and actor is not None:
+        tenant = getattr(actor, "tenant_id", None)
+    if isinstance(tenant, int) and not isinstance(tenant, bool):
+        tenant = str(tenant)
+    if isinstance(tenant, uuid.UUID):
+        tenant = str(tenant)
+    if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
+        raise JobTenantRequired(
+            "tenant",
+            tenant,
+            "must answer a tenant id (a non-empty string); declare tenant=NO_TENANT for none",
+            job=definition.name,
+        )
+    return tenant
+
+
+def concurrency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str | None:
+    if not isinstance(definition.concurrency, Concurrency):
+        return None
+    key = _call(definition, "concurrency.key", definition.concurrency.key, kwargs)
+    if not isinstance(key, str) or not key or len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+        raise JobDeclarationInvalid(
+            "concurrency.key",
+            key,
+            f"must answer a non-empty string of at most {MAX_CONCURRENCY_KEY_LENGTH} characters",
+            job=definition.name,
+        )
+    return key
+
+
+def actor_id(actor: Any) -> str:
+    if actor is None:
+        return ""
+    if isinstance(actor, str):
+        return actor
+    pk = getattr(actor, "pk", None) or getattr(actor, "id", None)
+    return str(pk if pk is not None else actor)[:255]
+
+
+def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
+    """Check every input and answer the rows to write; raises before anything is written."""
+    definition, options = handle.definition, handle.options
+    rows = []
+    for index, kwargs in enumerate(inputs):
+        if not isinstance(kwargs, dict):
+            raise InvalidArgument(
+                f"inputs[{index}]",
+                kwargs,
+                "each input is a dict of keyword arguments",
+                job=definition.name,
+            )
+        encoded = payload.encode(definition.name, definition.signature, kwargs)
+        concurrency_key_of(definition, kwargs)
+        rows.append(
+            Row(
+                id=uuid7(),
+                run_id=options.run_id or uuid7(),
+                name=definition.name,
+                queue=options.queue or definition.queue,
+                priority=definition.priority
+                if options.priority is None
+                else options.priority,
+                input=encoded,
+                tenant_id=tenant_of(definition, kwargs, options.actor),
+                idempotency_key=idempotency_key_of(definition, kwargs),
+                max_attempts=definition.retry.attempts,
+                run_at=options.run_at,
+                delay=options.delay,
+                correlation_id=current_correlation_id()[:255],
+                enqueued_by=actor_id(options.actor),
+            )
+        )
+    return rows
+
+
+def array_params(rows: list[Row]) -> dict[str, Any]:
+    """The array parameters of job_enqueue (H3: fixed parameter count for any batch)."""
+    return {
+        "ids": [r.id for r in rows],
+        "run_ids": [r.run_id for r in rows],
+        "names": [r.name for r in rows],
+        "queues": [r.queue for r in rows],
+        "priorities": [r.priority for r in rows],
+        "inputs": [r.input for r in rows],
+        "tenant_ids": [r.tenant_id for r in rows],
+        "idempotency_keys": [r.idempotency_key for r in rows],
+        "max_attempts": [r.max_attempts for r in rows],
+        "run_ats": [r.run_at for r in rows],
+        "delays": [r.delay for r in rows],
+        "correlation_ids": [r.correlation_id for r in rows],
+        "enqueued_bys": [r.enqueued_by for r in rows],
+    }
+
+
+def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]:
+    """Write rows with job_enqueue; answers one Enqueued per row, in order."""
+    answers: dict[int, Enqueued] = {}
+    pending = list(enumerate(rows))
+    for _ in range(_RACE_RETRIES):
+        result = db.run(
+            QUERIES["job_enqueue"], now=now, **array_params([r for _, r in pending])
+        )
+        retry = []
+        for (index, row), answer in zip(pending, result, strict=True):
+            if (
+                answer["id"] is None
+            ):  # the holder committed after our snapshot: ask again
+                retry.append((index, row))
+            else:
+                answers[index] = Enqueued(
+                    answer["id"], answer["run_id"], answer["deduped"]
+                )
+        pending = retry
+        if not pending:
+            break
+    for index, row in pending:  # still unresolved: the id is the answer we can give
+        answers[index] = Enqueued(row.id, row.run_id, deduped=True)
+    return [answers[i] for i in range(len(rows))]
+
+
+def enqueue_inputs(
+    handle: JobHandle, inputs: list[Any], *, single: bool
+) -> list[Enqueued]:
+    """Check, write and announce; the body of JobHandle.enqueue and .enqueue_many."""
+    if not inputs:
+        return []
+    rows = build_rows(handle, inputs)
+    db = DjangoDatabase(get_settings().DATABASE)
+    if handle.options.on_conflict == "error" and not single:
+        with transaction.atomic(using=db.alias):
+            answers = publish(db, rows)
+            _raise_on_duplicate(handle, rows, answers)
+    else:
+        answers = publish(db, rows)
+        if handle.options.on_conflict == "error":
+            _raise_on_duplicate(handle, rows, answers)
+    for row, answer in zip(rows, answers, strict=True):
+        logger.info(
+            "jobs.enqueued",
+            extra={
+                "job_id": str(answer.id),
+                "job_name": row.name,
+                "queue": row.queue,
+                "tenant_id": row.tenant_id,
+                "deduped": answer.deduped,
+                "correlation_id": row.correlation_id,
+            },
+        )
+        if not answer.deduped:
+            job_enqueued.send(sender=row.name, enqueued=answer, handle=handle)
+    return answers
+
+
+def _raise_on_duplicate(
+    handle: JobHandle, rows: list[Row], answers: list[Enqueued]
+) -> None:
+    for row, answer in zip(rows, answers, strict=True):
+        if answer.deduped:
+            raise JobDuplicate(handle.name, row.idempotency_key, answer.id)

@@ -1,0 +1,317 @@
+"""
+Everything ultimate_jobs raises, and the outcomes a job body raises on purpose.
+
+JobsError                         base class: catch this to catch ours (has .code)
+├── ConfigurationError            an ULTIMATE_JOBS setting or variable is invalid
+├── InvalidArgument               a value handed to a public entry point is invalid
+│   ├── InvalidDuration           a duration is zero, negative or malformed
+│   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
+│   └── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
+│       ├── IdempotencyRequired   @job without idempotency_key
+│       └── JobTenantRequired     @job without tenant
+├── InvalidJobPayload             input that does not fit the job's signature
+├── JobNameTaken                  two different functions under one job name
+├── JobDuplicate                  a live job holds the idempotency key
+├── UnknownJob                    no job is registered under a name
+├── StepDuplicate                 two steps share a name in one attempt
+├── JobAborted                    a cancelled attempt tried to write
+├── JobTimeout                    an attempt or a wait outlived its deadline
+├── OutboxNoTx                    enqueue outside a transaction with OUTBOX="required"
+├── InvalidCron                   a cron expression has problems (all listed)
+├── InvalidTimezone               a time zone is not in the IANA database
+├── JobNotFound                   no job has that id
+├── JobNotRequeueable             requeue of a live job
+├── JobNotRemovable               remove of a running job
+├── JobNotCancellable             cancel of a finished job
+├── JobNotPromotable              promote of a job that is not waiting on its run time
+├── JobKeyBusy                    a keyed concurrency limit refused the run
+├── LeaseLost                     this worker no longer holds the job's claim
+├── QueryError                    a named SQL statement failed (driver error in __cause__)
+└── UnsupportedDatabase           the jobs database is not PostgreSQL
+
+JobControl                        raised by job bodies on purpose: an outcome, not a failure
+├── Terminal                      stop for good: dead-letter now, attempts unspent
+└── RetryAfter                    retry at a named time instead of the backoff
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from django.core.exceptions import ImproperlyConfigured
+
+Classification = Literal["terminal", "retryable"]
+
+
+class JobsError(Exception):
+    """Base class for errors raised by ultimate_jobs."""
+
+    code: ClassVar[str] = "X_JOBS"
+    classification: ClassVar[Classification] = "terminal"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class ConfigurationError(JobsError, ImproperlyConfigured):
+    """A setting or ULTIMATE_JOBS_* variable has an invalid value."""
+
+    code = "X_CONFIGURATION"
+
+    def __init__(self, key: str, value: object, reason: str) -> None:
+        super().__init__(f"{key}={value!r}: {reason}", key=key, value=value)
+        self.key = key
+        self.value = value
+        self.reason = reason
+
+
+class InvalidArgument(JobsError):
+    """A value handed to a public entry point is invalid; names the field and the value."""
+
+    code = "X_INVALID_ARGUMENT"
+
+    def __init__(
+        self, field: str, value: object, reason: str, *, job: str = ""
+    ) -> None:
+        where = f"{job}: " if job else ""
+        super().__init__(
+            f"{where}{field}={value!r}: {reason}", field=field, value=value
+        )
+        self.field = field
+        self.value = value
+        self.reason = reason
+        self.job = job
+
+
+class InvalidDuration(InvalidArgument):
+    """A duration is zero, negative or malformed."""
+
+    code = "X_INVALID_DURATION"
+
+
+class InvalidQueueName(InvalidArgument):
+    """A queue name does not match ^[a-z0-9][a-z0-9_.-]{0,62}$."""
+
+    code = "X_INVALID_QUEUE"
+
+
+class JobDeclarationInvalid(InvalidArgument):
+    """A @job declaration, or a value one of its callables answered, is invalid."""
+
+    code = "X_JOB_DECLARATION_INVALID"
+
+
+class IdempotencyRequired(JobDeclarationInvalid):
+    """A job was declared without an idempotency_key callable."""
+
+    code = "X_IDEMPOTENCY_REQUIRED"
+
+
+class JobTenantRequired(JobDeclarationInvalid):
+    """A job was declared without a tenant callable (or NO_TENANT)."""
+
+    code = "X_JOB_TENANT_REQUIRED"
+
+
+class InvalidJobPayload(JobsError):
+    """A job's input does not fit its signature (at enqueue, or a stale stored payload)."""
+
+    code = "X_INVALID_PAYLOAD"
+
+    def __init__(self, job: str, field: str, value: object, reason: str) -> None:
+        super().__init__(
+            f"{job}: {field}={value!r}: {reason}", field=field, value=value
+        )
+        self.job = job
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+
+class JobNameTaken(JobsError):
+    """Two different functions were declared under one job name."""
+
+    code = "X_JOB_DUPLICATE"
+
+    def __init__(self, name: str, existing: str, new: str) -> None:
+        super().__init__(f"job name {name!r} is taken by {existing}; refused for {new}")
+        self.name = name
+
+
+class JobDuplicate(JobsError):
+    """A live job of the same name and tenant already holds the idempotency key."""
+
+    code = "X_JOB_DUPLICATE"
+
+    def __init__(self, name: str, idempotency_key: str, existing_id: object) -> None:
+        super().__init__(
+            f"{name}: idempotency_key={idempotency_key!r} is held by live job {existing_id}"
+        )
+        self.name = name
+        self.idempotency_key = idempotency_key
+        self.existing_id = existing_id
+
+
+class UnknownJob(JobsError):
+    """No job is registered under this name in this process."""
+
+    code = "X_UNKNOWN_JOB"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"name={name!r}: no job is registered under this name")
+        self.name = name
+
+
+class StepDuplicate(JobsError):
+    """A step name was used twice in one attempt."""
+
+    code = "X_STEP_DUPLICATE"
+
+    def __init__(self, job: str, step: str) -> None:
+        super().__init__(f"{job}: step name {step!r} used twice in one attempt")
+        self.step = step
+
+
+class JobAborted(JobsError):
+    """The attempt was cancelled; no further writes are accepted from it."""
+
+    code = "X_ABORTED"
+    classification = "retryable"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"attempt cancelled ({reason})")
+        self.reason = reason
+
+
+class JobTimeout(JobsError):
+    """An attempt, a step or a wait outlived its deadline."""
+
+    code = "X_JOB_TIMEOUT"
+    classification = "retryable"
+
+
+class OutboxNoTx(JobsError):
+    """OUTBOX="required" and the enqueue ran outside a transaction."""
+
+    code = "X_OUTBOX_NO_TX"
+
+
+class InvalidCron(JobsError):
+    """A cron expression is invalid; every problem is listed."""
+
+    code = "X_INVALID_CRON"
+
+    def __init__(self, expression: str, problems: list[str]) -> None:
+        super().__init__(f"cron={expression!r}: " + "; ".join(problems))
+        self.expression = expression
+        self.problems = problems
+
+
+class InvalidTimezone(JobsError):
+    """A time zone name is not in the IANA database."""
+
+    code = "X_INVALID_TIMEZONE"
+
+    def __init__(self, tz: object) -> None:
+        super().__init__(
+            f"tz={tz!r}: not an IANA time zone name (e.g. 'America/Bogota')"
+        )
+        self.tz = tz
+
+
+class JobNotFound(JobsError):
+    """No job has this id."""
+
+    code = "X_JOB_NOT_FOUND"
+
+    def __init__(self, job_id: object) -> None:
+        super().__init__(f"id={job_id!s}: no such job")
+        self.job_id = job_id
+
+
+class _JobStateRefused(JobsError):
+    verb: ClassVar[str] = ""
+
+    def __init__(self, job_id: object, state: str) -> None:
+        super().__init__(f"id={job_id!s}: a {state} job cannot be {self.verb}")
+        self.job_id = job_id
+        self.state = state
+
+
+class JobNotRequeueable(_JobStateRefused):
+    """Only a finished job (done, failed, dead, cancelled) can be requeued."""
+
+    code = "X_JOB_NOT_REQUEUEABLE"
+    verb = "requeued"
+
+
+class JobNotRemovable(_JobStateRefused):
+    """A running job cannot be removed; cancel it first."""
+
+    code = "X_JOB_NOT_REMOVABLE"
+    verb = "removed"
+
+
+class JobNotCancellable(_JobStateRefused):
+    """Only a live job (ready, delayed, running, suspended) can be cancelled."""
+
+    code = "X_JOB_NOT_CANCELLABLE"
+    verb = "cancelled"
+
+
+class JobNotPromotable(_JobStateRefused):
+    """Only a job waiting on its run time can be promoted."""
+
+    code = "X_JOB_NOT_PROMOTABLE"
+    verb = "promoted"
+
+
+class JobKeyBusy(JobsError):
+    """A keyed concurrency limit with when_busy="fail" refused the run."""
+
+    code = "X_JOB_KEY_BUSY"
+
+
+class LeaseLost(JobsError):
+    """This worker no longer holds the job's claim (reclaimed, cancelled or expired)."""
+
+    code = "X_JOB_LEASE_LOST"
+    classification = "retryable"
+
+
+class QueryError(JobsError):
+    """A named SQL statement failed; the driver's error is the __cause__."""
+
+    code = "X_QUERY"
+    classification = "retryable"
+
+    def __init__(self, query_name: str, error: object) -> None:
+        super().__init__(f"query {query_name!r} failed: {error}")
+        self.query_name = query_name
+
+
+class UnsupportedDatabase(JobsError, ImproperlyConfigured):
+    """The jobs database alias is not PostgreSQL."""
+
+    code = "X_UNSUPPORTED_DATABASE"
+
+
+class JobControl(Exception):
+    """Base class for outcomes a job body raises on purpose."""
+
+
+class Terminal(JobControl):
+    """Stop for good: the job is dead-lettered now with its remaining attempts unspent."""
+
+
+class RetryAfter(JobControl):
+    """Retry at the named time (seconds from now) instead of the backoff."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        super().__init__(message or f"retry after {seconds}s")
+        self.seconds = float(seconds)

@@ -1,0 +1,463 @@
+"""Run one claimed job: decode, call the body, map how it ended to exactly one outcome (W9),
+and write that outcome with a statement fenced on the claim (W3).
+
+The worker and the testing helpers both come through here, so a test drains the queue
+through the same code and the same SQL a worker uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import close_old_connections
+
+from ultimate_jobs import payload
+from ultimate_jobs.context import correlation_scope, tenant_scope
+from ultimate_jobs.db import Database, Row
+from ultimate_jobs.declarations import Registry, registry
+from ultimate_jobs.exceptions import JobsError, QueryError, UnknownJob
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.retry import classify
+from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken, Run
+from ultimate_jobs.signals import job_settled, job_started
+from ultimate_jobs.sql import QUERIES
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 4096
+ON_SETTLED_ATTEMPTS = 3
+
+
+class Outcome(enum.StrEnum):
+    """How one attempt ended (W9)."""
+
+    COMPLETED = "completed"
+    SUSPENDED = "suspended"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead-lettered"
+    DROPPED = "dropped"
+    INTERRUPTED = "interrupted"
+    REFUSED = "refused"
+
+
+SETTLING_OUTCOMES = (
+    Outcome.COMPLETED,
+    Outcome.DEAD_LETTERED,
+    Outcome.DROPPED,
+    Outcome.REFUSED,
+)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What on_settled and the job_settled signal are told, once per ending (P4)."""
+
+    outcome: Outcome
+    job_id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    input: dict[str, Any] | None
+    attempt: int
+    tenant_id: str | None
+    result: Any = None
+    error: BaseException | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt did: its outcome and whether the fenced write landed."""
+
+    job_id: uuid.UUID
+    name: str
+    outcome: Outcome
+    landed: bool
+    duration: float
+    error: BaseException | None = None
+    run_at: Any = None  # when a retried job is due again
+
+
+def format_error(error: BaseException) -> str:
+    """The stored last error: class, message and traceback, bounded to a few KB (R4)."""
+    kind = type(error)
+    head = f"{kind.__module__}.{kind.__qualname__}: {error}"
+    trace = "".join(traceback.format_exception(error))
+    text = f"{head}\n\n{trace}"
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    keep = MAX_ERROR_CHARS - 40
+    return text[: keep // 4] + "\n... (truncated) ...\n" + text[-(keep - keep // 4) :]
+
+
+def error_code(error: BaseException) -> str:
+    return error.code if isinstance(error, JobsError) else ""
+
+
+class Settler:
+    """Writes the outcome of an attempt with the fenced statements of sql/jobs.sql.
+
+    ``retry_for`` bounds how long a write is retried when the database is unreachable
+    (W7): a settle that cannot land before the lease could lapse is given up, and the
+    job is run again by whoever claims it next (at-least-once).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        now: Callable[[], Any] = lambda: None,
+        retry_for: float = 0.0,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.db = db
+        self.now = now
+        self.retry_for = retry_for
+        self.stop = stop
+        self.before_write: Callable[[], None] | None = None
+
+    def write(self, query: str, **params: Any) -> list[Row]:
+        if self.before_write is not None:
+            self.before_write()
+        deadline = time.monotonic() + self.retry_for
+        pause = 0.1
+        while True:
+            try:
+                return self.db.run(QUERIES[query], now=self.now(), **params)
+            except QueryError as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning(
+                    "jobs.settle.retrying", extra={"query": query, "error": str(exc)}
+                )
+                if self.stop is not None and self.stop.wait(pause):
+                    raise
+                if self.stop is None:
+                    time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    def complete(self, job: Row, progress: str | None = None) -> bool:
+        rows = self.write(
+            "job_complete",
+            ids=[job["id"]],
+            lease_owners=[job["lease_owner"]],
+            progresses=[progress],
+        )
+        return bool(rows)
+
+    def retry(self, job: Row, delay: float, error: BaseException) -> Any:
+        rows = self.write(
+            "job_retry",
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            delay=delay,
+            last_error=format_error(error),
+            error_code=error_code(error),
+            progress=None,
+        )
+        return rows[0]["run_at"] if rows else None
+
+    def bury(
+        self,
+        job: Row,
+        *,
+        state: str,
+        error: BaseException | None,
+        stop_reason: str,
+        last_error: str | None = None,
+        code: str | None = None,
+        uncount: bool = False,
+    ) -> bool:
+        rows = self.write(
+            "job_bury",
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            state=state,
+            last_error=last_error
+            if last_error is not None
+            else (format_error(error) if error else ""),
+            error_code=code
+            if code is not None
+            else (error_code(error) if error else ""),
+            stop_reason=stop_reason,
+            uncount=uncount,
+            progress=None,
+        )
+        return bool(rows)
+
+    def release(self, job: Row, *, uncount: bool) -> bool:
+        rows = self.write(
+            "job_release", id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
+        )
+        return bool(rows)
+
+
+class Executor:
+    """Runs claimed rows. One per thread: it owns a settler and an event loop."""
+
+    def __init__(
+        self,
+        settler: Settler,
+        *,
+        jobs: Registry = registry,
+        manage_connections: bool = False,
+        body_context: Callable[
+            [], AbstractContextManager[Any]
+        ] = contextlib.nullcontext,
+    ) -> None:
+        self.settler = settler
+        self.jobs = jobs
+        self.manage_connections = manage_connections
+        self.body_context = (
+            body_context  # the testing helpers run a body in a savepoint
+        )
+        self._runner: asyncio.Runner | None = None
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
+        func = handle.definition.func
+        with self.body_context():
+            if handle.definition.is_async:
+                if self._runner is None:
+                    self._runner = asyncio.Runner()
+                return self._runner.run(func(run, **kwargs))
+            return func(run, **kwargs)
+
+    def execute(
+        self,
+        job: Row,
+        token: CancelToken | None = None,
+        *,
+        before_settle: Callable[[], None] | None = None,
+    ) -> Attempt:
+        """Run one claimed row to exactly one outcome and write it.
+
+        ``before_settle`` is called just before the outcome is written (the worker marks
+        the job as settling, so its heartbeat stops renewing and reporting it).
+        """
+        self.settler.before_write = before_settle
+        started = time.monotonic()
+        token = token or CancelToken()
+        name = job["name"]
+        if self.manage_connections:
+            close_old_connections()
+        try:
+            try:
+                handle = self.jobs.get(name)
+            except UnknownJob as exc:
+                return self._failed(job, None, None, exc, token, started)
+            definition = handle.definition
+            try:
+                kwargs = payload.decode(name, definition.signature, job["input"])
+            except JobsError as exc:  # InvalidJobPayload: terminal on this attempt (J1)
+                return self._failed(job, handle, None, exc, token, started)
+            run = Run(
+                job_id=job["id"],
+                run_id=job["run_id"],
+                name=name,
+                input=kwargs,
+                attempt=job["attempt"],
+                max_attempts=job["max_attempts"],
+                tenant_id=job["tenant_id"],
+                enqueued_by=job["enqueued_by"],
+                correlation_id=job["correlation_id"],
+                queue=job["queue"],
+                cancel_token=token,
+            )
+            with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
+                job_started.send(sender=name, run=run)
+                logger.info("jobs.attempt.started", extra=_fields(job))
+                try:
+                    result = self._call(handle, run, kwargs)
+                except BaseException as exc:
+                    if not isinstance(exc, Exception):
+                        raise
+                    return self._failed(job, handle, kwargs, exc, token, started)
+                return self._completed(job, handle, kwargs, result, token, started)
+        finally:
+            if self.manage_connections:
+                close_old_connections()
+
+    def _completed(
+        self,
+        job: Row,
+        handle: JobHandle,
+        kwargs: dict[str, Any],
+        result: Any,
+        token: CancelToken,
+        started: float,
+    ) -> Attempt:
+        landed = self.settler.complete(job)
+        attempt = self._report(job, Outcome.COMPLETED, landed, started, token)
+        if landed:
+            self._announce(handle, job, kwargs, Outcome.COMPLETED, result=result)
+        return attempt
+
+    def _failed(
+        self,
+        job: Row,
+        handle: JobHandle | None,
+        kwargs: dict[str, Any] | None,
+        exc: Exception,
+        token: CancelToken,
+        started: float,
+    ) -> Attempt:
+        if token.is_set() and token.reason == DRAINING:
+            # W6: the body stopped because of the drain; the attempt is not counted.
+            landed = self.settler.release(job, uncount=True)
+            return self._report(job, Outcome.INTERRUPTED, landed, started, token, exc)
+        if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
+            # The row is no longer ours: any write would be fenced out; say so and stop.
+            logger.warning(
+                "jobs.settle.unowned", extra={**_fields(job), "reason": token.reason}
+            )
+            return Attempt(
+                job["id"],
+                job["name"],
+                Outcome.RETRIED,
+                landed=False,
+                duration=time.monotonic() - started,
+                error=exc,
+            )
+        definition = handle.definition if handle is not None else None
+        verdict = classify(exc)
+        final = job["attempt"] >= job["max_attempts"]
+        if verdict == "terminal" or final:
+            stop = "terminal" if verdict == "terminal" else "attempts-exhausted"
+            dead_letter = definition.dead_letter if definition is not None else True
+            state, outcome = (
+                ("dead", Outcome.DEAD_LETTERED)
+                if dead_letter
+                else ("failed", Outcome.DROPPED)
+            )
+            landed = self.settler.bury(job, state=state, error=exc, stop_reason=stop)
+            attempt = self._report(job, outcome, landed, started, token, exc, stop=stop)
+            if landed and handle is not None:
+                self._announce(handle, job, kwargs, outcome, error=exc)
+            return attempt
+        retry = definition.retry if definition is not None else None
+        if isinstance(verdict, float):
+            delay = retry.spread(verdict) if retry is not None else verdict
+        else:
+            delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
+        run_at = self.settler.retry(job, delay, exc)
+        return self._report(
+            job, Outcome.RETRIED, run_at is not None, started, token, exc, run_at=run_at
+        )
+
+    def _report(
+        self,
+        job: Row,
+        outcome: Outcome,
+        landed: bool,  # noqa: FBT001 - internal helper, always called with a computed value
+        started: float,
+        token: CancelToken,
+        error: BaseException | None = None,
+        *,
+        stop: str | None = None,
+        run_at: Any = None,
+    ) -> Attempt:
+        duration = time.monotonic() - started
+        fields = {
+            **_fields(job),
+            "outcome": str(outcome),
+            "duration": round(duration, 6),
+        }
+        if error is not None:
+            fields["error"] = f"{type(error).__name__}: {error}"[:500]
+            fields["error_code"] = error_code(error)
+        if stop is not None:
+            fields["stop"] = stop
+        if not landed:
+            logger.warning("jobs.settle.unowned", extra=fields)
+        elif error is not None and outcome in (Outcome.DEAD_LETTERED, Outcome.DROPPED):
+            logger.error("jobs.attempt.failed", extra=fields)
+        elif error is not None and outcome is Outcome.RETRIED:
+            logger.warning("jobs.attempt.failed", extra=fields)
+        else:
+            logger.info("jobs.attempt.settled", extra=fields)
+        return Attempt(job["id"], job["name"], outcome, landed, duration, error, run_at)
+
+    def _announce(
+        self,
+        handle: JobHandle,
+        job: Row,
+        kwargs: dict[str, Any] | None,
+        outcome: Outcome,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        code: str | None = None,
+    ) -> None:
+        announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
+
+
+def announce(
+    handle: JobHandle,
+    job: Row,
+    kwargs: dict[str, Any] | None,
+    outcome: Outcome,
+    *,
+    result: Any = None,
+    error: BaseException | None = None,
+    code: str | None = None,
+) -> None:
+    """Tell on_settled (up to 3 tries, under the job's tenant) and job_settled (P4)."""
+    settled = Settled(
+        outcome=outcome,
+        job_id=job["id"],
+        run_id=job["run_id"],
+        name=job["name"],
+        input=kwargs,
+        attempt=job["attempt"],
+        tenant_id=job["tenant_id"],
+        result=result,
+        error=error,
+        code=code
+        if code is not None
+        else (error_code(error) if error is not None else None),
+    )
+    hook = handle.definition.on_settled
+    with tenant_scope(job["tenant_id"]):
+        if hook is not None:
+            for attempt in range(1, ON_SETTLED_ATTEMPTS + 1):
+                try:
+                    hook(settled)
+                    break
+                except Exception as exc:
+                    if attempt == ON_SETTLED_ATTEMPTS:
+                        logger.error(
+                            "jobs.on-settled.failed",
+                            extra={
+                                **_fields(job),
+                                "error": repr(exc),
+                                "error_code": "X_JOB_ON_SETTLED_FAILED",
+                            },
+                            exc_info=exc,
+                        )
+        job_settled.send(sender=job["name"], settled=settled)
+
+
+def _fields(job: Row) -> dict[str, Any]:
+    return {
+        "job_id": str(job["id"]),
+        "job_name": job["name"],
+        "queue": job["queue"],
+        "attempt": job["attempt"],
+        "tenant_id": job["tenant_id"],
+        "correlation_id": job["correlation_id"],
+    }

@@ -1,0 +1,92 @@
+"""``manage.py jobs_worker``: run a worker (W1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.logs import configure_default_logging
+from ultimate_jobs.queues import validate_queue
+
+ROLES = ("worker", "scheduler", "relay")
+
+
+class Command(BaseCommand):
+    help = "Run a jobs worker: claim and run jobs until SIGTERM/SIGINT."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queues",
+            help="comma-separated queues (default: QUEUES, or every declared queue)",
+        )
+        parser.add_argument(
+            "--concurrency", type=int, help="handler threads (default: CONCURRENCY)"
+        )
+        parser.add_argument(
+            "--roles",
+            default="worker",
+            help="comma-separated roles: worker (more arrive with their issues)",
+        )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="supervise this many worker processes",
+        )
+        parser.add_argument(
+            "--metrics-port", type=int, help="serve Prometheus metrics on this port"
+        )
+        parser.add_argument(
+            "--worker-id",
+            help="the id in the worker registry (default: host:pid:random)",
+        )
+        parser.add_argument(
+            "--max-jobs", type=int, help="drain and exit after this many jobs"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ultimate_jobs.supervisor import supervise
+        from ultimate_jobs.worker import Worker
+
+        configure_default_logging(options["verbosity"])
+        settings = get_settings()
+        try:
+            ensure_postgresql(settings.DATABASE)
+            queues = (
+                [
+                    validate_queue(q.strip(), field="--queues")
+                    for q in options["queues"].split(",")
+                ]
+                if options["queues"]
+                else None
+            )
+        except JobsError as exc:
+            raise CommandError(str(exc)) from exc
+        roles = [r.strip() for r in options["roles"].split(",") if r.strip()]
+        if unknown := [r for r in roles if r not in ROLES]:
+            raise CommandError(
+                f"--roles={options['roles']!r}: unknown role {unknown[0]!r} (known: {', '.join(ROLES)})"
+            )
+        for name in ("concurrency", "processes", "max_jobs"):
+            if options[name] is not None and options[name] < 1:
+                raise CommandError(
+                    f"--{name.replace('_', '-')}={options[name]}: must be at least 1"
+                )
+        if options["processes"] > 1:
+            raise SystemExit(supervise(options["processes"]))
+        if options["metrics_port"]:
+            from prometheus_client import start_http_server
+
+            start_http_server(options["metrics_port"])
+        worker = Worker(
+            queues=queues,
+            concurrency=options["concurrency"],
+            worker_id=options["worker_id"],
+            max_jobs=options["max_jobs"],
+            settings=settings,
+        )
+        raise SystemExit(worker.run())

@@ -1,0 +1,259 @@
+"""A job's input: keyword arguments checked against the function's signature (J1).
+
+The input is a JSON object of keyword arguments. It is checked at enqueue and decoded
+and checked again before every attempt, so a stored payload that no longer fits the
+function (a renamed parameter, a changed type) is refused before the body runs.
+Annotations are checked for the JSON shapes: str, int, float, bool, None, list[T],
+tuple[T, ...], dict[str, T], Optional/Union, Literal and Any. Other annotations are
+accepted as they come (the value still has to be JSON).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ultimate_jobs.exceptions import InvalidJobPayload, JobDeclarationInvalid
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    annotation: Any  # the resolved annotation, or inspect.Parameter.empty
+    required: bool
+    default: Any
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The input half of a job function's signature (every parameter after the run)."""
+
+    parameters: tuple[Parameter, ...]
+    accepts_any: bool  # the function takes **kwargs
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """A JSON-friendly description for the manifest and the admin."""
+        return {
+            p.name: {
+                "type": _annotation_name(p.annotation),
+                "required": p.required,
+                **({} if p.required else {"default": _json_or_repr(p.default)}),
+            }
+            for p in self.parameters
+        }
+
+
+def read_signature(func: Callable[..., Any], *, job: str) -> Signature:
+    """Read the input parameters of ``func``; the first parameter is the run context."""
+    sig = inspect.signature(func)
+    params = list(sig.parameters.values())
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        raise JobDeclarationInvalid(
+            "function",
+            func,
+            "the first parameter of a job function is the run context",
+            job=job,
+        )
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:
+        hints = {}
+    out = []
+    accepts_any = False
+    for param in params[1:]:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            accepts_any = True
+            continue
+        if param.kind in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.POSITIONAL_ONLY,
+        ):
+            raise JobDeclarationInvalid(
+                "function",
+                param.name,
+                "job input is passed by keyword; *args and positional-only are refused",
+                job=job,
+            )
+        required = param.default is inspect.Parameter.empty
+        if not required:
+            try:
+                _dump(param.default)
+            except (TypeError, ValueError) as exc:
+                raise JobDeclarationInvalid(
+                    f"default of {param.name}",
+                    param.default,
+                    f"not JSON-serialisable: {exc}",
+                    job=job,
+                ) from None
+        out.append(
+            Parameter(
+                param.name,
+                hints.get(param.name, inspect.Parameter.empty),
+                required,
+                param.default,
+            )
+        )
+    return Signature(tuple(out), accepts_any)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"), sort_keys=True)
+
+
+def encode(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> str:
+    """Check ``kwargs`` against the signature and answer the stored JSON text."""
+    validate(job, signature, kwargs)
+    try:
+        return _dump(dict(kwargs))
+    except (TypeError, ValueError) as exc:
+        raise InvalidJobPayload(
+            job, "input", kwargs, f"not JSON-serialisable: {exc}"
+        ) from None
+
+
+def decode(
+    job: str, signature: Signature, stored: str | Mapping[str, Any]
+) -> dict[str, Any]:
+    """Decode a stored payload and check it again; a stale one is InvalidJobPayload."""
+    value = json.loads(stored) if isinstance(stored, str) else stored
+    if not isinstance(value, dict):
+        raise InvalidJobPayload(
+            job, "input", value, "the stored input is not a JSON object"
+        )
+    validate(job, signature, value)
+    return value
+
+
+def validate(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> None:
+    """Refuse missing or unknown parameters and values that break their annotation."""
+    if not isinstance(kwargs, Mapping):
+        raise InvalidJobPayload(
+            job, "input", kwargs, "input is a mapping of keyword arguments"
+        )
+    known = {p.name for p in signature.parameters}
+    for name in kwargs:
+        if not isinstance(name, str):
+            raise InvalidJobPayload(job, "input", name, "parameter names are strings")
+        if name not in known and not signature.accepts_any:
+            raise InvalidJobPayload(
+                job,
+                name,
+                kwargs[name],
+                f"unknown parameter (expected: {', '.join(sorted(known)) or 'none'})",
+            )
+    for param in signature.parameters:
+        if param.name not in kwargs:
+            if param.required:
+                raise InvalidJobPayload(
+                    job, param.name, None, "required parameter is missing"
+                )
+            continue
+        value = kwargs[param.name]
+        problem = _check(value, param.annotation)
+        if problem:
+            raise InvalidJobPayload(job, param.name, value, problem)
+    for name, value in kwargs.items():
+        if not _is_json(value):
+            raise InvalidJobPayload(
+                job,
+                name,
+                value,
+                "not JSON-serialisable (str, int, float, bool, None, list, dict)",
+            )
+
+
+def _is_json(value: Any) -> bool:
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branch per shape
+    """Answer why ``value`` breaks ``annotation``, or None when it fits (or is unchecked)."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is None or annotation is type(None):
+        return None if value is None else "expected null"
+    if origin in (typing.Union, types.UnionType):
+        if any(_check(value, arg) is None for arg in args):
+            return None
+        return f"expected {_annotation_name(annotation)}"
+    if origin is typing.Literal:
+        return None if value in args else f"expected one of {list(args)!r}"
+    if annotation is bool:
+        return None if isinstance(value, bool) else "expected a boolean"
+    if annotation is int:
+        return (
+            None
+            if isinstance(value, int) and not isinstance(value, bool)
+            else "expected an integer"
+        )
+    if annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else "expected a number"
+    if annotation is str:
+        return None if isinstance(value, str) else "expected a string"
+    if annotation in (list, tuple) or origin in (
+        list,
+        tuple,
+        typing.Sequence,
+        _abc_sequence(),
+    ):
+        if not isinstance(value, list | tuple):
+            return "expected a list"
+        inner = [a for a in args if a is not Ellipsis]
+        if len(inner) == 1:
+            for index, item in enumerate(value):
+                if (problem := _check(item, inner[0])) is not None:
+                    return f"item {index}: {problem}"
+        return None
+    if annotation is dict or origin in (dict, typing.Mapping, _abc_mapping()):
+        if not isinstance(value, dict):
+            return "expected an object"
+        if len(args) == 2:
+            for key, item in value.items():
+                if (problem := _check(item, args[1])) is not None:
+                    return f"key {key!r}: {problem}"
+        return None
+    return None
+
+
+def _abc_sequence() -> Any:
+    import collections.abc
+
+    return collections.abc.Sequence
+
+
+def _abc_mapping() -> Any:
+    import collections.abc
+
+    return collections.abc.Mapping
+
+
+def _annotation_name(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "any"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _json_or_repr(value: Any) -> Any:
+    return value if _is_json(value) else repr(value)

@@ -1,0 +1,37 @@
+-- Statements on ultimate_jobs_worker: the live-worker registry (W8).
+
+-- name: worker_beat :exec
+-- Upsert this worker's row (host, pid, queues, slots, at most 100 in-flight job ids)
+-- and push its expiry one lease ahead; rows whose expiry passed are deleted on the
+-- way, so the registry lists live workers only.
+WITH expired AS (
+    DELETE FROM ultimate_jobs_worker AS worker
+     WHERE worker.expires_at < coalesce(%(now)s::timestamptz, now())
+       AND worker.id <> %(id)s::text
+)
+INSERT INTO ultimate_jobs_worker (
+    id, host, pid, started_at, queues, slots, in_flight, heartbeat_at, expires_at
+)
+VALUES (
+    %(id)s::text,
+    %(host)s::text,
+    %(pid)s::integer,
+    %(started_at)s::timestamptz,
+    to_jsonb(%(queues)s::text[]),
+    %(slots)s::integer,
+    to_jsonb((%(in_flight)s::uuid[])[1:100]),
+    coalesce(%(now)s::timestamptz, now()),
+    coalesce(%(now)s::timestamptz, now())
+        + make_interval(secs => %(lease_seconds)s::double precision)
+)
+    ON CONFLICT (id) DO UPDATE
+   SET queues = excluded.queues,
+       slots = excluded.slots,
+       in_flight = excluded.in_flight,
+       heartbeat_at = excluded.heartbeat_at,
+       expires_at = excluded.expires_at;
+
+-- name: worker_remove :exec
+-- Delete this worker's row on a clean exit.
+DELETE FROM ultimate_jobs_worker AS worker
+ WHERE worker.id = %(id)s::text;

@@ -1,0 +1,148 @@
+"""Helpers for tests of code that enqueues and runs jobs (X1).
+
+``run_jobs()`` drains the queue in the test's own thread, on the test's own database
+connection, through the real SQL a worker runs (claim, fenced settle), with a clock the
+test controls: ``travel(timedelta(days=3))`` makes delays, retries and sleeps due
+without waiting. The ``jobs`` pytest fixture (installed by the pytest plugin) is a
+``JobsTestRunner`` with a fresh clock::
+
+    @pytest.mark.django_db
+    def test_welcome(jobs):
+        send_welcome.enqueue(user_id=1)
+        [attempt] = jobs.run()
+        assert attempt.outcome == "completed"
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connections, transaction
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declarations import Registry, registry
+from ultimate_jobs.executor import Attempt, Executor, Outcome, Settler, announce
+from ultimate_jobs.sql import QUERIES
+
+
+class Clock:
+    """Wall-clock time plus an offset the test moves forward with ``travel``."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def travel(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        """Move the clock forward (``travel(timedelta(days=3))`` or ``travel(days=3)``)."""
+        step = delta if delta is not None else timedelta(**kwargs)
+        if step < timedelta(0):
+            raise ValueError("the testing clock only moves forward")
+        self.offset += step
+        return self.now()
+
+
+class JobsTestRunner:
+    """Runs due jobs inline through the worker's SQL and executor, on a test clock."""
+
+    def __init__(
+        self, clock: Clock | None = None, *, jobs: Registry = registry
+    ) -> None:
+        self.clock = clock or Clock()
+        self.jobs = jobs
+        self.alias = get_settings().DATABASE
+        self.db = DjangoDatabase(self.alias)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def travel(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        return self.clock.travel(delta, **kwargs)
+
+    def _body_context(self) -> AbstractContextManager[Any]:
+        # Inside a test's transaction a body's database error must not poison it.
+        if connections[self.alias].in_atomic_block:
+            return transaction.atomic(using=self.alias)
+        return contextlib.nullcontext()
+
+    def run(
+        self,
+        *,
+        until_idle: bool = True,
+        queues: Sequence[str] | None = None,
+        max_jobs: int | None = None,
+    ) -> list[Attempt]:
+        """Claim and run due jobs one at a time; answers what each attempt did.
+
+        With ``until_idle`` it goes on until no job is due at the clock's time (jobs the
+        bodies enqueue included); otherwise it runs at most one job.
+        """
+        executor = Executor(
+            Settler(self.db, now=self.clock.now),
+            jobs=self.jobs,
+            body_context=self._body_context,
+        )
+        served = list(queues or self.jobs.queues() or ["default"])
+        attempts: list[Attempt] = []
+        try:
+            while max_jobs is None or len(attempts) < max_jobs:
+                claimed = self._claim(served)
+                if claimed is None:
+                    break
+                attempts.append(executor.execute(claimed))
+                if not until_idle:
+                    break
+        finally:
+            executor.close()
+        return attempts
+
+    def _claim(self, queues: list[str]) -> dict[str, Any] | None:
+        while True:
+            rows = self.db.run(
+                QUERIES["job_claim"],
+                queues=queues,
+                limit=1,
+                worker_id="testing",
+                lease_seconds=get_settings().LEASE,
+                dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
+                now=self.clock.now(),
+            )
+            if not rows:
+                return None
+            row = rows[0]
+            if not row.pop("buried"):
+                return row
+            if row["name"] in self.jobs:
+                outcome = (
+                    Outcome.DEAD_LETTERED if row["state"] == "dead" else Outcome.DROPPED
+                )
+                announce(self.jobs.get(row["name"]), row, None, outcome)
+
+
+def run_jobs(
+    *,
+    until_idle: bool = True,
+    now: datetime | None = None,
+    queues: Sequence[str] | None = None,
+) -> list[Attempt]:
+    """Drain due jobs in this thread; ``now`` runs them as if the clock said so."""
+    clock = Clock()
+    if now is not None:
+        clock.offset = now - datetime.now(UTC)
+    return JobsTestRunner(clock).run(until_idle=until_idle, queues=queues)
+
+
+@contextlib.contextmanager
+def declared(*handles: Any) -> Iterator[None]:
+    """Unregister jobs a test declared on the fly when the block ends."""
+    try:
+        yield
+    finally:
+        for handle in handles:
+            registry.unregister(handle.name)
