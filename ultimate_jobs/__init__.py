@@ -6,7 +6,7 @@ with ``manage.py jobs_worker``. See docs/ for the guide.
 
 from __future__ import annotations
 
-from typing import Any
+import typing
 
 from ultimate_jobs.context import (
     correlation_scope,
@@ -108,7 +108,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # JobState lives with the models, which cannot be imported before Django's apps are.
     if name == "JobState":
         from ultimate_jobs.models import JobState

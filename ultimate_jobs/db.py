@@ -91,6 +91,8 @@ class DirectDatabase:
         if "prepare_threshold" not in options:
             params["prepare_threshold"] = 5
         params.setdefault("application_name", self.application_name)
+        # The hot statements are small; JIT compilation would cost more than it saves.
+        params["options"] = f"{params.get('options', '')} -c jit=off".strip()
         return params
 
     def connect(self) -> psycopg.Connection[Any]:

@@ -190,29 +190,49 @@ def array_params(rows: list[Row]) -> dict[str, Any]:
 
 
 def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]:
-    """Write rows with job_enqueue; answers one Enqueued per row, in order."""
-    answers: dict[int, Enqueued] = {}
-    pending = list(enumerate(rows))
+    """Write rows with job_enqueue; answers one Enqueued per row, in order.
+
+    Rows that inserted nothing were deduped: job_holders names the job holding each
+    one's place. A row whose holder finished between the two statements is written
+    again (its key is free now).
+    """
+    answers: list[Enqueued | None] = [None] * len(rows)
+    pending = list(range(len(rows)))
     for _ in range(_RACE_RETRIES):
-        result = db.run(
-            QUERIES["job_enqueue"], now=now, **array_params([r for _, r in pending])
-        )
-        retry = []
-        for (index, row), answer in zip(pending, result, strict=True):
-            if (
-                answer["id"] is None
-            ):  # the holder committed after our snapshot: ask again
-                retry.append((index, row))
+        batch = [rows[i] for i in pending]
+        inserted = {
+            r["id"]
+            for r in db.run(QUERIES["job_enqueue"], now=now, **array_params(batch))
+        }
+        deduped = []
+        for index in pending:
+            row = rows[index]
+            if row.id in inserted:
+                answers[index] = Enqueued(row.id, row.run_id, deduped=False)
             else:
-                answers[index] = Enqueued(
-                    answer["id"], answer["run_id"], answer["deduped"]
-                )
-        pending = retry
+                deduped.append(index)
+        if not deduped:
+            return [a for a in answers if a is not None]
+        held = db.run(
+            QUERIES["job_holders"],
+            ids=[rows[i].id for i in deduped],
+            names=[rows[i].name for i in deduped],
+            tenant_ids=[rows[i].tenant_id for i in deduped],
+            idempotency_keys=[rows[i].idempotency_key for i in deduped],
+        )
+        found = {deduped[h["ord"] - 1]: h for h in held}
+        pending = []
+        for index in deduped:
+            holder = found.get(index)
+            if holder is None:
+                pending.append(index)
+            else:
+                answers[index] = Enqueued(holder["id"], holder["run_id"], deduped=True)
         if not pending:
             break
-    for index, row in pending:  # still unresolved: the id is the answer we can give
-        answers[index] = Enqueued(row.id, row.run_id, deduped=True)
-    return [answers[i] for i in range(len(rows))]
+    for index in pending:  # still racing after a few rounds: answer the row's own ids
+        answers[index] = Enqueued(rows[index].id, rows[index].run_id, deduped=True)
+    return [a for a in answers if a is not None]
 
 
 def enqueue_inputs(

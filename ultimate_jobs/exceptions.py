@@ -161,6 +161,7 @@ class UnknownJob(JobsError):
     """No job is registered under this name in this process."""
 
     code = "X_UNKNOWN_JOB"
+    classification = "retryable"  # a worker of another release may know it
 
     def __init__(self, name: str) -> None:
         super().__init__(f"name={name!r}: no job is registered under this name")

@@ -7,7 +7,6 @@ through the same code and the same SQL a worker uses.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import logging
@@ -20,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
 from ultimate_jobs import payload
@@ -203,7 +203,7 @@ class Settler:
 
 
 class Executor:
-    """Runs claimed rows. One per thread: it owns a settler and an event loop."""
+    """Runs claimed rows, one at a time. One per thread: it owns a settler."""
 
     def __init__(
         self,
@@ -218,23 +218,15 @@ class Executor:
         self.settler = settler
         self.jobs = jobs
         self.manage_connections = manage_connections
-        self.body_context = (
-            body_context  # the testing helpers run a body in a savepoint
-        )
-        self._runner: asyncio.Runner | None = None
-
-    def close(self) -> None:
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self.body_context = body_context  # the testing helpers use a savepoint
 
     def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
         func = handle.definition.func
         with self.body_context():
             if handle.definition.is_async:
-                if self._runner is None:
-                    self._runner = asyncio.Runner()
-                return self._runner.run(func(run, **kwargs))
+                # async_to_sync, not a bare event loop: the body's sync_to_async calls
+                # (the ORM) then run in this thread, on this thread's connection.
+                return async_to_sync(func)(run, **kwargs)
             return func(run, **kwargs)
 
     def execute(

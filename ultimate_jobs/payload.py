@@ -15,6 +15,7 @@ import json
 import math
 import types
 import typing
+from collections import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -192,8 +193,15 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
     if annotation is None or annotation is type(None):
         return None if value is None else "expected null"
     if origin in (typing.Union, types.UnionType):
-        if any(_check(value, arg) is None for arg in args):
+        problems = [
+            _check(value, arg)
+            for arg in args
+            if not (value is not None and arg is type(None))
+        ]
+        if any(problem is None for problem in problems):
             return None
+        if len(problems) == 1:  # Optional[X] with a value: say what is wrong with X
+            return problems[0]
         return f"expected {_annotation_name(annotation)}"
     if origin is typing.Literal:
         return None if value in args else f"expected one of {list(args)!r}"
@@ -210,12 +218,7 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
         return None if ok else "expected a number"
     if annotation is str:
         return None if isinstance(value, str) else "expected a string"
-    if annotation in (list, tuple) or origin in (
-        list,
-        tuple,
-        typing.Sequence,
-        _abc_sequence(),
-    ):
+    if annotation in (list, tuple) or origin in (list, tuple, abc.Sequence):
         if not isinstance(value, list | tuple):
             return "expected a list"
         inner = [a for a in args if a is not Ellipsis]
@@ -224,7 +227,7 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
                 if (problem := _check(item, inner[0])) is not None:
                     return f"item {index}: {problem}"
         return None
-    if annotation is dict or origin in (dict, typing.Mapping, _abc_mapping()):
+    if annotation is dict or origin in (dict, abc.Mapping):
         if not isinstance(value, dict):
             return "expected an object"
         if len(args) == 2:
@@ -233,18 +236,6 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
                     return f"key {key!r}: {problem}"
         return None
     return None
-
-
-def _abc_sequence() -> Any:
-    import collections.abc
-
-    return collections.abc.Sequence
-
-
-def _abc_mapping() -> Any:
-    import collections.abc
-
-    return collections.abc.Mapping
 
 
 def _annotation_name(annotation: Any) -> str:

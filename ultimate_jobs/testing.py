@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
@@ -66,9 +66,9 @@ class JobsTestRunner:
         return self.clock.travel(delta, **kwargs)
 
     def _body_context(self) -> AbstractContextManager[Any]:
-        # Inside a test's transaction a body's database error must not poison it.
+        # Inside a test's transaction, a body's failed statement must not poison it.
         if connections[self.alias].in_atomic_block:
-            return transaction.atomic(using=self.alias)
+            return _statement_like_savepoint(self.alias)
         return contextlib.nullcontext()
 
     def run(
@@ -90,16 +90,13 @@ class JobsTestRunner:
         )
         served = list(queues or self.jobs.queues() or ["default"])
         attempts: list[Attempt] = []
-        try:
-            while max_jobs is None or len(attempts) < max_jobs:
-                claimed = self._claim(served)
-                if claimed is None:
-                    break
-                attempts.append(executor.execute(claimed))
-                if not until_idle:
-                    break
-        finally:
-            executor.close()
+        while max_jobs is None or len(attempts) < max_jobs:
+            claimed = self._claim(served)
+            if claimed is None:
+                break
+            attempts.append(executor.execute(claimed))
+            if not until_idle:
+                break
         return attempts
 
     def _claim(self, queues: list[str]) -> dict[str, Any] | None:
@@ -123,6 +120,40 @@ class JobsTestRunner:
                     Outcome.DEAD_LETTERED if row["state"] == "dead" else Outcome.DROPPED
                 )
                 announce(self.jobs.get(row["name"]), row, None, outcome)
+
+
+# Django 6.1 renamed transaction.savepoint() to savepoint_create(); 5.2 has only the former.
+_savepoint_create = (
+    getattr(transaction, "savepoint_create", None) or transaction.savepoint
+)
+
+
+@contextlib.contextmanager
+def _statement_like_savepoint(alias: str) -> Iterator[None]:
+    """Keep a body's writes as autocommit would, except those of a failed statement.
+
+    In a worker a body runs in autocommit: its earlier writes stay when it raises. Here
+    it runs inside the test's transaction, so it gets a savepoint that is released when
+    the body raises an ordinary exception and rolled back only when the database
+    aborted the transaction (a failed statement), which autocommit would also have lost.
+    """
+    connection = connections[alias]
+    savepoint = _savepoint_create(using=alias)
+    try:
+        yield
+    except DatabaseError:
+        transaction.savepoint_rollback(savepoint, using=alias)
+        connection.needs_rollback = False
+        raise
+    except BaseException:
+        if connection.needs_rollback:
+            transaction.savepoint_rollback(savepoint, using=alias)
+            connection.needs_rollback = False
+        else:
+            transaction.savepoint_commit(savepoint, using=alias)
+        raise
+    else:
+        transaction.savepoint_commit(savepoint, using=alias)
 
 
 def run_jobs(

@@ -278,7 +278,6 @@ class Worker:
                     return
                 self._run_one(executor, entry)
         finally:
-            executor.close()
             db.close()
 
     def _run_one(self, executor: Executor, entry: Held) -> None:

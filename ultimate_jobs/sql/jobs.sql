@@ -5,11 +5,10 @@
 -- Time comes from the database unless a test passes %(now)s (the testing clock).
 
 -- name: job_enqueue :many
--- Insert one row per array element (H3: a fixed number of parameters for any batch).
--- A row whose (name, tenant, idempotency_key) a LIVE job holds, or whose id already
--- names a job (an outbox re-publish), inserts nothing (J2, O2); the answer then names
--- the live holder and deduped = true. id is NULL only when the holder committed after
--- this statement's snapshot: the caller runs those rows again.
+-- Insert one row per array element (H3: a fixed number of parameters for any batch,
+-- one statement). A row whose (name, tenant, idempotency_key) a LIVE job holds, or
+-- whose id already names a job (an outbox re-publish), inserts nothing (J2, O2) and is
+-- absent from the answer: the caller asks job_holders which job holds it.
 -- A row due later than now is 'delayed', otherwise 'ready'.
 WITH input AS (
     SELECT i.*,
@@ -36,59 +35,50 @@ WITH input AS (
                id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
                max_attempts, run_at, delay, correlation_id, enqueued_by, ord
            )
-),
-inserted AS (
-    INSERT INTO ultimate_jobs_job (
-        id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
-        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by
-    )
-    SELECT id, run_id, name, queue, priority,
-           CASE WHEN due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
-           input, tenant_id, idempotency_key,
-           0, max_attempts, due, coalesce(%(now)s::timestamptz, now()),
-           correlation_id, enqueued_by
-      FROM input
-     ORDER BY ord
-        ON CONFLICT DO NOTHING
-    RETURNING id, run_id, name, tenant_id, idempotency_key
 )
-SELECT input.ord,
-       coalesce(inserted.id, holder.id) AS id,
-       coalesce(inserted.run_id, holder.run_id) AS run_id,
-       inserted.id IS NULL AS deduped,
-       input.queue,
-       input.due AS run_at
+INSERT INTO ultimate_jobs_job (
+    id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
+    attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by
+)
+SELECT input.id, input.run_id, input.name, input.queue, input.priority,
+       CASE WHEN input.due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
+       input.input, input.tenant_id, input.idempotency_key,
+       0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
+       input.correlation_id, input.enqueued_by
   FROM input
-  LEFT JOIN inserted
-    ON inserted.id = input.id
-  LEFT JOIN LATERAL (
+ ORDER BY input.ord
+    ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: job_holders :many
+-- For enqueued rows that inserted nothing: the job that holds each one's place, a
+-- live job with the same (name, tenant, idempotency_key), else a job under the same
+-- id (an outbox re-publish). No answer for a row means the holder finished in between:
+-- the caller enqueues that row again.
+SELECT wanted.ord, holder.id, holder.run_id
+  FROM unnest(
+           %(ids)s::uuid[],
+           %(names)s::text[],
+           %(tenant_ids)s::text[],
+           %(idempotency_keys)s::text[]
+       ) WITH ORDINALITY AS wanted(id, name, tenant_id, idempotency_key, ord)
+ CROSS JOIN LATERAL (
         SELECT held.id, held.run_id
           FROM (
-                -- an earlier row of this same batch with the same key
-                SELECT same.id, same.run_id, 0 AS source
-                  FROM inserted AS same
-                 WHERE same.name = input.name
-                   AND coalesce(same.tenant_id, '') = coalesce(input.tenant_id, '')
-                   AND same.idempotency_key = input.idempotency_key
-                 UNION ALL
-                -- a live job committed before this statement
-                SELECT job.id, job.run_id, 1
+                SELECT job.id, job.run_id, 0 AS source
                   FROM ultimate_jobs_job AS job
-                 WHERE job.name = input.name
-                   AND coalesce(job.tenant_id, '') = coalesce(input.tenant_id, '')
-                   AND job.idempotency_key = input.idempotency_key
+                 WHERE job.name = wanted.name
+                   AND coalesce(job.tenant_id, '') = coalesce(wanted.tenant_id, '')
+                   AND job.idempotency_key = wanted.idempotency_key
                    AND job.state IN ('ready', 'delayed', 'running', 'suspended')
                  UNION ALL
-                -- a job already published under this very id (outbox re-publish)
-                SELECT job.id, job.run_id, 2
+                SELECT job.id, job.run_id, 1
                   FROM ultimate_jobs_job AS job
-                 WHERE job.id = input.id
+                 WHERE job.id = wanted.id
                ) AS held
          ORDER BY held.source
          LIMIT 1
-       ) AS holder
-    ON inserted.id IS NULL
- ORDER BY input.ord;
+       ) AS holder;
 
 -- name: job_claim :many
 -- Claim up to `limit` jobs for one worker across its queues and start their lease (W2).
@@ -98,6 +88,7 @@ SELECT input.ord,
 -- keeps each locking SELECT apart from the UPDATE, and the per-queue LATERAL lets each
 -- queue use its partial index in order instead of sorting every due row.
 -- Each claim stamps a fresh lease_owner token: every later write is fenced on it (W3).
+-- Rows come back in claim order (priority, then age) so the worker starts them so.
 -- A lapsed row already at its final attempt is not handed out: it is buried dead in
 -- this same statement with LEASE_LAPSED_FINAL_ATTEMPT and returned with buried = true.
 WITH served AS (
@@ -148,7 +139,10 @@ lapsed AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT candidate.id
+    SELECT candidate.id,
+           row_number() OVER (
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS position
       FROM (
             SELECT id, priority, run_at, exhausted FROM ready
              UNION ALL
@@ -193,9 +187,17 @@ claimed AS (
               job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
               job.created_at, job.started_at
 )
-SELECT false AS buried, claimed.* FROM claimed
- UNION ALL
-SELECT true AS buried, buried.* FROM buried;
+SELECT answer.buried, answer.id, answer.run_id, answer.name, answer.queue,
+       answer.priority, answer.state, answer.input, answer.tenant_id,
+       answer.idempotency_key, answer.attempt, answer.max_attempts, answer.lease_owner,
+       answer.correlation_id, answer.enqueued_by, answer.created_at, answer.started_at
+  FROM (
+        SELECT false AS buried, claimed.* FROM claimed
+         UNION ALL
+        SELECT true AS buried, buried.* FROM buried
+       ) AS answer
+  LEFT JOIN picked ON picked.id = answer.id
+ ORDER BY picked.position NULLS LAST;
 
 -- name: job_heartbeat :many
 -- Renew the lease of every job this worker holds, in one statement (W4).

@@ -1,0 +1,197 @@
+"""Real worker processes (W1-W9): kill -9, SIGTERM drains, two workers racing,
+a job that kills every worker it lands on, --processes and --max-jobs."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.testapp.jobs import atouch, crash, hold, touch
+from tests.testapp.models import Record
+from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.executor import Settler
+from ultimate_jobs.models import Job
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
+
+
+def state_of(job_id):
+    return Job.objects.values_list("state", "attempt").get(pk=job_id)
+
+
+def events(key):
+    return list(
+        Record.objects.filter(key=key)
+        .order_by("id")
+        .values_list("event", "attempt", "pid")
+    )
+
+
+def release(key):
+    Record.objects.create(key=key, event="release")
+
+
+def test_a_worker_runs_sync_and_async_jobs(start_worker):
+    worker = start_worker("--concurrency", "2")
+    sync = touch.enqueue(key="sync", tenant="acme")
+    async_ = atouch.enqueue(key="async")
+    wait_for(
+        lambda: state_of(sync.id)[0] == "done" and state_of(async_.id)[0] == "done"
+    )
+    assert [e[0] for e in events("sync")] == ["ran"]
+    assert [e[0] for e in events("async")] == ["ran-async"]
+    assert {e[2] for e in events("sync") + events("async")} == {worker.pid}
+
+
+def test_sigkill_mid_job_another_worker_reruns_it_and_the_late_writes_are_fenced(
+    start_worker,
+):
+    answer = hold.enqueue(key="k9", seconds=120)
+    first = start_worker("--concurrency", "1", LEASE="2s")
+    wait_for(lambda: [e[0] for e in events("k9")] == ["started"])
+    stale = dict(Job.objects.values("id", "lease_owner").get(pk=answer.id))
+    first.kill()
+    release("k9")
+    second = start_worker("--concurrency", "1", LEASE="2s")
+    wait_for(lambda: state_of(answer.id)[0] == "done", timeout=30)
+    assert events("k9") == [
+        ("started", 1, first.pid),
+        ("release", 0, 0),
+        ("started", 2, second.pid),
+        ("finished", 2, second.pid),
+    ]
+    # The killed worker's late writes (its stale claim token) change nothing (W3).
+    settler = Settler(DjangoDatabase("default"))
+    assert settler.complete(stale) is False
+    assert (
+        settler.bury(
+            stale, state="dead", error=RuntimeError("late"), stop_reason="terminal"
+        )
+        is False
+    )
+    assert state_of(answer.id) == ("done", 2)
+
+
+def test_sigterm_mid_job_interrupts_the_body_and_the_next_worker_finishes_it(
+    start_worker,
+):
+    answer = hold.enqueue(key="term", seconds=120)
+    first = start_worker("--concurrency", "1")
+    wait_for(lambda: [e[0] for e in events("term")] == ["started"])
+    first.terminate()
+    assert first.wait(20) == 0
+    assert [e[0] for e in events("term")] == ["started", "cancelled:DRAINING"]
+    job = Job.objects.get(pk=answer.id)
+    assert (job.state, job.attempt, job.lease_owner) == (
+        "ready",
+        0,
+        None,
+    )  # attempt uncounted
+    assert "outcome=interrupted" in first.log()
+    release("term")
+    start_worker("--concurrency", "1")
+    wait_for(lambda: state_of(answer.id)[0] == "done")
+    assert state_of(answer.id) == ("done", 1)
+    assert [e[:2] for e in events("term")][-2:] == [("started", 1), ("finished", 1)]
+
+
+def test_a_body_that_ignores_its_token_is_abandoned_at_the_drain_deadline(start_worker):
+    answer = hold.enqueue(key="stubborn", seconds=120, honour_cancel=False)
+    worker = start_worker("--concurrency", "1", DRAIN_TIMEOUT="1s")
+    wait_for(lambda: events("stubborn"))
+    started = time.monotonic()
+    worker.terminate()
+    assert worker.wait(20) == 0
+    assert time.monotonic() - started < 10
+    assert "jobs.worker.drain-abandoned" in worker.log()
+    assert str(answer.id) in worker.log()
+    job = Job.objects.get(pk=answer.id)
+    assert (job.state, job.attempt, job.lease_owner) == (
+        "ready",
+        1,
+        None,
+    )  # counted: the body ignored it
+
+
+def test_a_second_signal_ends_the_drain_at_once(start_worker):
+    answer = hold.enqueue(key="twice", seconds=120, honour_cancel=False)
+    worker = start_worker("--concurrency", "1", DRAIN_TIMEOUT="60s")
+    wait_for(lambda: events("twice"))
+    worker.terminate()
+    worker.wait_log("jobs.worker.draining")
+    started = time.monotonic()
+    worker.signal(signal.SIGINT)
+    assert worker.wait(20) == 0
+    assert time.monotonic() - started < 10
+    assert state_of(answer.id) == ("ready", 1)
+
+
+def test_a_job_that_kills_every_worker_is_dead_lettered_after_its_attempts(
+    start_worker,
+):
+    answer = crash.enqueue(key="boom")  # Retry(attempts=2)
+    for attempt in (1, 2):
+        worker = start_worker("--concurrency", "1", LEASE="1s")
+        assert worker.wait(30) != 0  # the body SIGKILLed its own worker
+        assert [e[:2] for e in events("boom")][-1] == ("attempt", attempt)
+    third = start_worker("--concurrency", "1", LEASE="1s")
+    wait_for(lambda: state_of(answer.id)[0] == "dead", timeout=30)
+    job = Job.objects.get(pk=answer.id)
+    assert (job.attempt, job.last_error, job.stop_reason) == (
+        2,
+        "LEASE_LAPSED_FINAL_ATTEMPT",
+        "attempts-exhausted",
+    )
+    assert [e[0] for e in events("boom")] == [
+        "attempt",
+        "attempt",
+    ]  # never handed out a third time
+    third.wait_log("jobs.claim.exhausted")
+
+
+def test_two_workers_draining_5000_jobs_run_each_exactly_once(start_worker):
+    touch.enqueue_many([{"key": f"j{i}", "tenant": "t"} for i in range(5000)])
+    first = start_worker("--concurrency", "8")
+    second = start_worker("--concurrency", "8")
+    wait_for(
+        lambda: Job.objects.filter(state="done").count() == 5000,
+        timeout=180,
+        interval=0.25,
+    )
+    assert Record.objects.count() == 5000
+    assert Record.objects.values("key").distinct().count() == 5000
+    assert set(Record.objects.values_list("attempt", flat=True)) == {1}
+    pids = set(Record.objects.values_list("pid", flat=True))
+    assert pids == {first.pid, second.pid}
+
+
+def test_max_jobs_drains_and_exits_after_n_jobs(start_worker):
+    touch.enqueue_many([{"key": f"m{i}", "tenant": "t"} for i in range(5)])
+    worker = start_worker("--concurrency", "1", "--max-jobs", "3")
+    assert worker.wait(30) == 0
+    assert Job.objects.filter(state="done").count() == 3
+    assert Job.objects.filter(state="ready").count() == 2
+
+
+def test_processes_supervises_children_and_restarts_one_that_dies(start_worker):
+    supervisor = start_worker(
+        "--concurrency", "2", "--processes", "2", wait_ready=False
+    )
+    wait_for(lambda: supervisor.log().count("jobs.worker.started") == 2)
+    touch.enqueue_many([{"key": f"p{i}", "tenant": "t"} for i in range(40)])
+    wait_for(lambda: Job.objects.filter(state="done").count() == 40)
+    child = Record.objects.values_list("pid", flat=True).first()
+    assert child is not None
+    assert child != supervisor.pid
+    import os
+
+    os.kill(child, signal.SIGKILL)
+    wait_for(lambda: supervisor.log().count("jobs.worker.started") == 3, timeout=30)
+    touch.enqueue(key="after", tenant="t")
+    wait_for(lambda: Job.objects.filter(state="done").count() == 41)
+    supervisor.terminate()
+    assert supervisor.wait(30) == 0
+    assert "jobs.supervisor.stopped" in supervisor.log()

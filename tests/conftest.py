@@ -1,0 +1,183 @@
+"""Fixtures shared by the suite: real worker processes, waiting on conditions, a second
+connection. Every test talks to a real PostgreSQL (DATABASE_URL, or the embedded one)."""
+
+from __future__ import annotations
+
+import os
+
+# Settings come from the test settings only: an operator's ULTIMATE_JOBS_* variables
+# must not change what the tests assert.
+for _name in list(os.environ):
+    if _name.startswith("ULTIMATE_JOBS_"):
+        del os.environ[_name]
+
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+from urllib.parse import quote  # noqa: E402
+
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    interval: float = 0.02,
+    message: str = "",
+) -> Any:
+    """Poll ``predicate`` until it answers something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {message or predicate}"
+            )
+        time.sleep(interval)
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """A DATABASE_URL (django-environ's form) for the database Django is connected to."""
+    user = quote(settings_dict.get("USER") or "postgres", safe="")
+    password = settings_dict.get("PASSWORD") or ""
+    auth = f"{user}:{quote(password, safe='')}" if password else user
+    host = settings_dict.get("HOST") or "localhost"
+    if host.startswith(
+        "/"
+    ):  # a socket directory: django-environ reads it from the path
+        return (
+            f"postgres://{auth}@/{quote(host + '/' + settings_dict['NAME'], safe='')}"
+        )
+    port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+    return f"postgres://{auth}@{host}{port}/{settings_dict['NAME']}"
+
+
+def conninfo(settings_dict: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "dbname": settings_dict["NAME"],
+        "user": settings_dict.get("USER") or "postgres",
+    }
+    for key, name in (("HOST", "host"), ("PORT", "port"), ("PASSWORD", "password")):
+        if settings_dict.get(key):
+            params[name] = settings_dict[key]
+    return params
+
+
+class WorkerProcess:
+    """A ``manage.py jobs_worker`` subprocess with its output in a log file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "manage.py"), "jobs_worker", *args],
+            cwd=REPO,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_log(self, text: str, timeout: float = 20.0) -> None:
+        wait_for(
+            lambda: text in self.log(), timeout, message=f"{text!r} in the worker log"
+        )
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def terminate(self) -> None:
+        self.signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+
+@pytest.fixture
+def worker_env(django_db_setup: Any, settings: Any) -> Callable[..., dict[str, str]]:
+    """The environment a worker subprocess needs to reach the test database."""
+    from django.db import connection
+
+    def make(database_url_: str | None = None, **overrides: str) -> dict[str, str]:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_JOBS_")
+        }
+        env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+        env["DATABASE_URL"] = database_url_ or database_url(connection.settings_dict)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update({f"ULTIMATE_JOBS_{k}": v for k, v in overrides.items()})
+        return env
+
+    return make
+
+
+@pytest.fixture
+def start_worker(
+    worker_env: Callable[..., dict[str, str]], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real worker processes; every one is killed at the end of the test."""
+    started: list[WorkerProcess] = []
+
+    def start(
+        *args: str,
+        database_url_: str | None = None,
+        wait_ready: bool = True,
+        **settings: str,
+    ) -> WorkerProcess:
+        log = tmp_path / f"worker-{len(started)}.log"
+        worker = WorkerProcess(list(args), worker_env(database_url_, **settings), log)
+        started.append(worker)
+        if wait_ready:
+            worker.wait_log("jobs.worker.started")
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def second_connection(django_db_setup: Any) -> Iterator[psycopg.Connection[Any]]:
+    """An independent autocommit connection to the test database."""
+    from django.db import connection
+
+    conn = psycopg.connect(autocommit=True, **conninfo(connection.settings_dict))
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def clean_registry() -> Iterator[None]:
+    """Forget the jobs a test declares, so declarations do not leak between tests."""
+    from ultimate_jobs import registry
+
+    before = set(registry.names())
+    yield
+    for name in set(registry.names()) - before:
+        registry.unregister(name)

@@ -1,0 +1,82 @@
+"""Every named statement plans against the migrated schema; the claim uses its index."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from tests.testapp.jobs import noop
+from ultimate_jobs import sql
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", sql.QUERIES.values(), ids=lambda q: q.name)
+def test_every_statement_plans_with_null_parameters(query):
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + query.text, dict.fromkeys(query.params))
+        assert cursor.fetchall()
+
+
+@pytest.mark.django_db
+def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
+    noop.enqueue_many([{"key": str(i)} for i in range(20_000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE ultimate_jobs_job")
+        cursor.execute(
+            "EXPLAIN " + sql.QUERIES["job_claim"].text,
+            {
+                "queues": ["default"],
+                "limit": 10,
+                "worker_id": "w",
+                "lease_seconds": 30.0,
+                "dropped": [],
+                "now": None,
+            },
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "ultimate_jobs_job_ready" in plan
+    assert "Seq Scan on ultimate_jobs_job" not in plan
+
+
+@pytest.mark.django_db
+def test_jobs_sql_lists_shows_renders_and_explains():
+    out = io.StringIO()
+    call_command("jobs_sql", "--list", stdout=out)
+    assert "job_claim" in out.getvalue()
+    out = io.StringIO()
+    call_command("jobs_sql", "--show", "job_claim", stdout=out)
+    assert "FOR UPDATE SKIP LOCKED" in out.getvalue()
+    out = io.StringIO()
+    call_command(
+        "jobs_sql",
+        "--render",
+        "job_claim",
+        "-p",
+        'queues=["default"]',
+        "-p",
+        "limit=5",
+        stdout=out,
+    )
+    assert "ARRAY['default']" in out.getvalue() or "'{default}'" in out.getvalue()
+    assert "5::integer" in out.getvalue()
+    out = io.StringIO()
+    call_command(
+        "jobs_sql",
+        "--explain",
+        "job_claim",
+        "-p",
+        'queues=["default"]',
+        "-p",
+        "limit=5",
+        stdout=out,
+    )
+    assert "Limit" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_migrations_are_in_step_with_the_models():
+    out = io.StringIO()
+    call_command("makemigrations", "ultimate_jobs", "--check", "--dry-run", stdout=out)

@@ -1,0 +1,183 @@
+"""Jobs the test suite runs; their bodies write Record rows the tests read back."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ultimate_jobs import (
+    NO_TENANT,
+    JobAborted,
+    Retry,
+    RetryAfter,
+    Run,
+    Terminal,
+    current_tenant,
+    job,
+)
+from ultimate_jobs.exceptions import InvalidJobPayload
+
+from .models import Record
+
+
+def record(run: Run, key: str, event: str) -> None:
+    Record.objects.create(
+        key=key,
+        event=event,
+        attempt=run.attempt,
+        job_id=run.job_id,
+        pid=os.getpid(),
+        tenant_id=current_tenant() or "",
+    )
+
+
+def by_key(p: dict[str, object]) -> str:
+    return f"{p['key']}"
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def noop(run: Run, key: str) -> None:
+    """Does nothing; the drain tests count rows, not records."""
+
+
+@job(idempotency_key=by_key, tenant=lambda p: p.get("tenant"))
+def touch(run: Run, key: str, tenant: str | None = None) -> str:
+    record(run, key, "ran")
+    return key
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+async def atouch(run: Run, key: str) -> str:
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(record)(run, key, "ran-async")
+    return key
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def typed(
+    run: Run, key: str, count: int, ratio: float = 1.0, tags: list[str] | None = None
+) -> None:
+    record(run, key, f"count={count}")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(
+        attempts=4, backoff="exponential", delay="10s", max_delay="5m", jitter=False
+    ),
+)
+def flaky(run: Run, key: str, fail_times: int) -> None:
+    record(run, key, "attempt")
+    if run.attempt <= fail_times:
+        raise RuntimeError(f"failing attempt {run.attempt} of {fail_times}")
+    record(run, key, "ran")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, retry=Retry(attempts=5, jitter=False))
+def terminal(run: Run, key: str) -> None:
+    record(run, key, "attempt")
+    raise Terminal("this input can never work")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, jitter=False),
+    dead_letter=False,
+)
+def dropped(run: Run, key: str) -> None:
+    record(run, key, "attempt")
+    raise RuntimeError("always")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", max_delay="1m", jitter=False),
+)
+def throttled(run: Run, key: str, wait: float) -> None:
+    record(run, key, "attempt")
+    if run.attempt == 1:
+        raise RetryAfter(wait)
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=2, jitter=False, delay="1s"),
+)
+def raises_payload(run: Run, key: str) -> None:
+    raise InvalidJobPayload("testapp.raises_payload", "key", key, "refused by the body")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+)
+def hold(run: Run, key: str, seconds: float = 60.0, honour_cancel: bool = True) -> str:
+    """Record 'started', then wait until a 'release' record for the key exists (or
+    ``seconds`` pass); with honour_cancel, stop as soon as the cancel token is set."""
+    record(run, key, "started")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if Record.objects.filter(key=key, event="release").exists():
+            break
+        if honour_cancel and run.cancel_token.wait(0.05):
+            record(run, key, f"cancelled:{run.cancel_token.reason}")
+            raise JobAborted(run.cancel_token.reason or "")
+        if not honour_cancel:
+            time.sleep(0.05)
+    record(run, key, "finished")
+    return key
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+)
+def hold_file(run: Run, key: str, path: str, seconds: float = 60.0) -> None:
+    """Like hold, without the database: the evidence goes to ``path``.log and the body
+    waits for ``path``.release to exist."""
+    log = Path(path + ".log")
+    with log.open("a") as out:
+        out.write(f"started {run.attempt}\n")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not Path(path + ".release").exists():
+        if run.cancel_token.wait(0.05):
+            raise JobAborted(run.cancel_token.reason or "")
+    with log.open("a") as out:
+        out.write(f"finished {run.attempt}\n")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=2, delay="1s", jitter=False),
+)
+def crash(run: Run, key: str) -> None:
+    """Kill the worker process running it, as an out-of-memory kill would."""
+    record(run, key, "attempt")
+    os.kill(os.getpid(), 9)
+
+
+settled_log: list[tuple[str, str]] = []
+
+
+def remember(settled) -> None:
+    settled_log.append((str(settled.outcome), settled.name))
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    retry=Retry(attempts=2, jitter=False),
+    on_settled=remember,
+)
+def watched(run: Run, key: str, fail: bool = False) -> None:
+    if fail:
+        raise RuntimeError("watched failure")

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Record(models.Model):
+    """What a test job did: one row per event, written by the job body."""
+
+    key = models.CharField(max_length=200)
+    event = models.CharField(max_length=50)
+    attempt = models.IntegerField(default=0)
+    job_id = models.UUIDField(null=True)
+    pid = models.IntegerField(default=0)
+    tenant_id = models.CharField(max_length=200, blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.key}:{self.event}"

@@ -1,0 +1,85 @@
+"""Structural facts that keep the package honest: the public names, the SQL, the errors."""
+
+from __future__ import annotations
+
+import re
+
+import ultimate_jobs
+from ultimate_jobs import exceptions, sql
+from ultimate_jobs.models import JobState
+
+
+def test_all_is_complete_and_without_duplicates():
+    # The order is ruff's (RUF022), checked by the lint step.
+    assert len(set(ultimate_jobs.__all__)) == len(ultimate_jobs.__all__)
+    for name in ultimate_jobs.__all__:
+        assert getattr(ultimate_jobs, name) is not None
+    public = {
+        n for n in vars(ultimate_jobs) if not n.startswith("_") and n != "annotations"
+    }
+    modules = {
+        n for n in public if type(getattr(ultimate_jobs, n)).__name__ == "module"
+    }
+    assert public - modules <= set(ultimate_jobs.__all__)
+
+
+def test_every_error_has_a_stable_code_and_a_classification():
+    errors = [
+        obj
+        for obj in vars(exceptions).values()
+        if isinstance(obj, type)
+        and issubclass(obj, exceptions.JobsError)
+        and not obj.__name__.startswith("_")
+    ]
+    assert len(errors) >= 25
+    for error in errors:
+        assert re.fullmatch(r"X_[A-Z_]+", error.code), error
+        assert error.classification in ("terminal", "retryable")
+    required = {
+        "JobDeclarationInvalid": "X_JOB_DECLARATION_INVALID",
+        "IdempotencyRequired": "X_IDEMPOTENCY_REQUIRED",
+        "JobTenantRequired": "X_JOB_TENANT_REQUIRED",
+        "InvalidJobPayload": "X_INVALID_PAYLOAD",
+        "JobDuplicate": "X_JOB_DUPLICATE",
+        "JobNameTaken": "X_JOB_DUPLICATE",
+        "StepDuplicate": "X_STEP_DUPLICATE",
+        "JobAborted": "X_ABORTED",
+        "JobTimeout": "X_JOB_TIMEOUT",
+        "OutboxNoTx": "X_OUTBOX_NO_TX",
+        "InvalidCron": "X_INVALID_CRON",
+        "InvalidTimezone": "X_INVALID_TIMEZONE",
+        "JobKeyBusy": "X_JOB_KEY_BUSY",
+    }
+    for name, code in required.items():
+        assert getattr(exceptions, name).code == code
+
+
+def test_sql_parses_name_cardinality_doc_and_params():
+    text = "-- name: job_touch :exec\n-- Bump one job.\nUPDATE t SET n = %(n)s::int;\n"
+    [query] = sql.parse("t.sql", text)
+    assert (query.name, query.returns) == ("job_touch", "exec")
+    assert (query.doc, set(query.params)) == ("Bump one job.", {"n"})
+
+
+def test_state_literals_in_sql_are_job_states():
+    pattern = re.compile(
+        r"'(ready|delayed|running|suspended|done|failed|dead|cancelled|[a-z]+)'"
+    )
+    states = set(JobState.values)
+    for query in sql.QUERIES.values():
+        for literal in re.findall(r"state\s*(?:=|<>)\s*'(\w+)'", query.text):
+            assert literal in states, (query.name, literal)
+        for group in re.findall(r"state IN \(([^)]*)\)", query.text):
+            for literal in re.findall(r"'(\w+)'", group):
+                assert literal in states, (query.name, literal)
+    assert pattern  # the pattern itself compiles
+
+
+def test_every_placeholder_carries_a_cast_and_every_statement_a_doc():
+    for query in sql.QUERIES.values():
+        assert query.doc, query.name
+        for match in re.finditer(r"%\((\w+)\)s(::)?", query.text):
+            assert match.group(2) == "::", (query.name, match.group(1))
+        assert "SELECT *" not in query.text.upper().replace("SELECT I.*", ""), (
+            query.name
+        )
