@@ -2,19 +2,20 @@
 
 Threads, each with its own database connection (``DirectDatabase``):
 
-* the main thread claims: one statement takes at most as many rows as there are free
-  slots (W2), so a backlog never becomes an unbounded fan-out. It sleeps on an event
-  that a finishing job sets when the worker was full (a slot coming free claims at
-  once) and that the poll interval times out; while idle the interval doubles up to
-  IDLE_POLL_MAX.
+* the claim loop (the caller's thread): one statement takes at most as many rows as
+  there are free slots (W2), so a backlog never becomes an unbounded fan-out. It sleeps
+  on an event that a finishing job sets when the worker was full (a slot coming free
+  claims at once) and that the poll interval times out; while idle the interval
+  doubles up to IDLE_POLL_MAX.
 * ``concurrency`` handler threads run the bodies and write their outcomes.
 * the heartbeat thread renews every held lease in one statement every third of the
   lease (W4) and keeps the worker's registry row fresh (W8).
 
-Every write about a job is fenced on the claim token the claim stamped (W3). SIGTERM or
-SIGINT starts a drain (W6): claiming stops at once, every held run's token is set with
-DRAINING, in-flight bodies get DRAIN_TIMEOUT to finish; the rest are handed back to the
-queue with their attempt counted. A second signal ends the drain at once.
+Every write about a job is fenced on the claim token the claim stamped (W3). Stopping
+comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
+drain (W6): claiming stops at once, every held run's token is set with DRAINING, and
+in-flight bodies get DRAIN_TIMEOUT to finish; the rest are handed back to the queue
+with their attempt counted. A second signal ends the drain at once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import queue as queue_module
-import signal
 import socket
 import threading
 import time
@@ -30,14 +30,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import FrameType
-from typing import Any
 
+from ultimate_jobs import metrics
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase, Row
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.executor import Executor, Outcome, Settler, announce
+from ultimate_jobs.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.sql import QUERIES
 
@@ -50,25 +50,25 @@ class Held:
 
     row: Row
     token: CancelToken = field(default_factory=CancelToken)
-    renewed_at: float = field(
-        default_factory=time.monotonic
-    )  # last renewal that landed
+    # When the last renewal landed (monotonic clock).
+    renewed_at: float = field(default_factory=time.monotonic)
     settling: bool = False  # the body ended; its outcome is being written
 
 
 @dataclass
 class WorkerStats:
+    """What this worker did, by outcome; for logs and tests."""
+
     claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    interrupted: int = 0
     abandoned: int = 0
     leases_lost: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
 class Worker:
-    """One worker process: a claim loop, handler threads and a heartbeat."""
+    """One worker: a claim loop, handler threads and a heartbeat."""
+
+    name = "worker"
 
     def __init__(
         self,
@@ -79,38 +79,35 @@ class Worker:
         max_jobs: int | None = None,
         settings: JobsSettings | None = None,
         jobs: Registry = registry,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self.jobs = jobs
+        self.lifecycle = lifecycle or Lifecycle()
         self.queues = list(
             queues or self.settings.QUEUES or jobs.queues() or ["default"]
         )
         self.concurrency = concurrency or self.settings.CONCURRENCY
-        self.worker_id = (
-            worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or (
+            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
-        self.max_jobs = max_jobs
         self.stats = WorkerStats()
         self.started_at = datetime.now(UTC)
         self._held: dict[uuid.UUID, Held] = {}
         self._lock = threading.Lock()
         self._idle_changed = threading.Condition(self._lock)
         self._wake = threading.Event()
-        self._stopping = threading.Event()  # stop claiming
-        self._abandon = threading.Event()  # end the drain now
         self._finished = threading.Event()  # every thread may exit
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
-        self._settled = 0
-        self._threads: list[threading.Thread] = []
-        self._signals = 0
+        self.lifecycle.on_stop(self._on_stop)
+        self.lifecycle.on_abandon(self._on_abandon)
 
-    # -- public --------------------------------------------------------------------------
+    # -- public ------------------------------------------------------------------
 
     def run(self) -> int:
-        """Serve until stopped (a signal, stop(), or --max-jobs); answers an exit code."""
-        self._install_signals()
+        """Serve until the lifecycle stops (a signal, stop(), or --max-jobs)."""
         logger.info(
             "jobs.worker.started",
             extra={
@@ -122,57 +119,41 @@ class Worker:
         for index in range(self.concurrency):
             self._spawn(self._handle_loop, f"jobs-handler-{index}")
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
-        claim_db = DirectDatabase(
-            self.settings.DATABASE,
-            application_name=f"ultimate_jobs worker {self.worker_id}",
-        )
+        db = self._database("worker")
         try:
-            self._claim_loop(claim_db)
-            self._drain(claim_db)
+            self._claim_loop(db)
+            self._drain(db)
         finally:
             self._finished.set()
             for _ in range(self.concurrency):
                 self._work.put(None)
-            self._remove_registration(claim_db)
-            claim_db.close()
+            self._remove_registration(db)
+            db.close()
             logger.info(
                 "jobs.worker.stopped",
                 extra={"worker_id": self.worker_id, **self.stats.outcomes},
             )
         return 0
 
-    def stop(self, *, reason: str = DRAINING, cancel: bool = True) -> None:
-        """Begin a drain: stop claiming and, with ``cancel``, set every held run's token."""
-        self._stopping.set()
-        self._wake.set()
-        if cancel:
-            with self._lock:
-                held = list(self._held.values())
-            for entry in held:
-                entry.token.cancel(reason)
-
-    def abandon(self) -> None:
-        """End a drain now (a second signal)."""
-        self._abandon.set()
-        self.stop()
-        with self._lock:
-            self._idle_changed.notify_all()
+    def stop(self) -> None:
+        """Begin a drain: stop claiming and set every held run's token (DRAINING)."""
+        self.lifecycle.stop(DRAIN)
 
     def wake(self) -> None:
-        """Claim now rather than at the next poll (LISTEN/NOTIFY, a local timer)."""
+        """Claim now rather than at the next poll (a notification, a local timer)."""
         self._wake.set()
 
     def held_ids(self) -> list[uuid.UUID]:
         with self._lock:
             return list(self._held)
 
-    # -- claiming ------------------------------------------------------------------------
+    # -- claiming ----------------------------------------------------------------
 
     def _claim_loop(self, db: DirectDatabase) -> None:
         poll = self.settings.POLL_INTERVAL
         idle = poll
         failures = 0
-        while not self._stopping.is_set():
+        while not self.lifecycle.stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._wait(poll)
@@ -190,7 +171,7 @@ class Worker:
                         "retry_in": pause,
                     },
                 )
-                self._stopping.wait(pause)
+                self.lifecycle.wait(pause)
                 continue
             if failures:
                 logger.info("jobs.db.reconnected", extra={"worker_id": self.worker_id})
@@ -198,9 +179,8 @@ class Worker:
             self._saturated = claimed >= free
             if claimed:
                 idle = poll
-                if self._saturated:
-                    continue
-                self._wait(poll)
+                if not self._saturated:
+                    self._wait(poll)
             else:
                 self._wait(idle)
                 idle = min(idle * 2, self.settings.IDLE_POLL_MAX)
@@ -213,9 +193,9 @@ class Worker:
         with self._lock:
             free = self.concurrency - len(self._held)
         if self._claims_left is not None:
-            free = min(free, self._claims_left)
             if self._claims_left <= 0:
-                self.stop(cancel=False)
+                self.lifecycle.stop(FINISH)
+            free = min(free, self._claims_left)
         return free
 
     def _claim(self, db: DirectDatabase, limit: int) -> int:
@@ -238,10 +218,9 @@ class Worker:
                 self._held[row["id"]] = entry
             claimed += 1
             self._work.put(entry)
-        if claimed:
-            self.stats.claimed += claimed
-            if self._claims_left is not None:
-                self._claims_left -= claimed
+        self.stats.claimed += claimed
+        if self._claims_left is not None:
+            self._claims_left -= claimed
         return claimed
 
     def _announce_exhausted(self, row: Row) -> None:
@@ -256,20 +235,17 @@ class Worker:
             },
         )
         if row["name"] in self.jobs:
-            handle = self.jobs.get(row["name"])
-            outcome = (
-                Outcome.DEAD_LETTERED if row["state"] == "dead" else Outcome.DROPPED
-            )
-            announce(handle, row, None, outcome, code=None)
+            dead = row["state"] == "dead"
+            outcome = Outcome.DEAD_LETTERED if dead else Outcome.DROPPED
+            announce(self.jobs.get(row["name"]), row, None, outcome)
 
-    # -- running -------------------------------------------------------------------------
+    # -- running -----------------------------------------------------------------
 
     def _handle_loop(self) -> None:
-        db = DirectDatabase(
-            self.settings.DATABASE,
-            application_name=f"ultimate_jobs worker {self.worker_id}",
+        db = self._database("worker")
+        settler = Settler(
+            db, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
         )
-        settler = Settler(db, retry_for=self.settings.LEASE, stop=self._abandon)
         executor = Executor(settler, jobs=self.jobs, manage_connections=True)
         try:
             while True:
@@ -281,13 +257,15 @@ class Worker:
             db.close()
 
     def _run_one(self, executor: Executor, entry: Held) -> None:
-        settling = _SettlingGuard(self, entry)
+        def settling() -> None:
+            # From here the heartbeat neither renews nor reports this job (W4).
+            with self._lock:
+                entry.settling = True
+
         try:
             attempt = executor.execute(entry.row, entry.token, before_settle=settling)
-            key = str(attempt.outcome)
-            self.stats.outcomes[key] = self.stats.outcomes.get(key, 0) + 1
-            if attempt.outcome is Outcome.INTERRUPTED:
-                self.stats.interrupted += 1
+            outcome = str(attempt.outcome)
+            self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
         except Exception:
             logger.exception(
                 "jobs.attempt.crashed", extra={"job_id": str(entry.row["id"])}
@@ -295,28 +273,23 @@ class Worker:
         finally:
             with self._lock:
                 self._held.pop(entry.row["id"], None)
-                self._settled += 1
                 self._idle_changed.notify_all()
-            if self._saturated or self._stopping.is_set():
+            if self._saturated or self.lifecycle.stopping.is_set():
                 self._wake.set()
 
-    # -- heartbeat -----------------------------------------------------------------------
+    # -- heartbeat ---------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        db = DirectDatabase(
-            self.settings.DATABASE,
-            application_name=f"ultimate_jobs heartbeat {self.worker_id}",
-        )
-        period = self.settings.heartbeat_seconds
+        db = self._database("heartbeat")
         try:
             while not self._finished.is_set():
                 self.beat(db)
-                self._finished.wait(period)
+                self._finished.wait(self.settings.heartbeat_seconds)
         finally:
             db.close()
 
     def beat(self, db: DirectDatabase) -> None:
-        """Renew every held lease and the registry row; act on what did not renew (W4)."""
+        """Renew every held lease and the registry row; act on what did not renew."""
         with self._lock:
             held = [e for e in self._held.values() if not e.settling]
         if held:
@@ -342,15 +315,13 @@ class Worker:
         now = time.monotonic()
         by_id = {e.row["id"]: e for e in held}
         for row in rows:
-            entry = by_id.get(row["id"])
-            if entry is None:
-                continue
+            entry = by_id[row["id"]]
             if row["renewed"]:
                 entry.renewed_at = now
                 continue
             with self._lock:
                 if entry.settling or row["id"] not in self._held:
-                    continue  # it finished meanwhile: a completed job never reports a lost lease
+                    continue  # it finished meanwhile: never a lost lease
             if row["state"] == "cancelled":
                 if entry.token.cancel(CANCELLED):
                     logger.warning(
@@ -378,8 +349,6 @@ class Worker:
                     "worker_id": self.worker_id,
                 },
             )
-            from ultimate_jobs import metrics
-
             metrics.lease_lost(entry.row["queue"])
 
     def _register(self, db: DirectDatabase) -> None:
@@ -408,12 +377,25 @@ class Worker:
         except QueryError:
             pass  # the row expires on its own
 
-    # -- draining ------------------------------------------------------------------------
+    # -- stopping ----------------------------------------------------------------
+
+    def _on_stop(self, reason: str) -> None:
+        self._wake.set()
+        if reason == FINISH:
+            return  # --max-jobs: the runs in flight finish undisturbed
+        with self._lock:
+            held = list(self._held.values())
+        for entry in held:
+            entry.token.cancel(DRAINING)
+
+    def _on_abandon(self) -> None:
+        with self._lock:
+            self._idle_changed.notify_all()
 
     def _drain(self, db: DirectDatabase) -> None:
         deadline = time.monotonic() + self.settings.DRAIN_TIMEOUT
         with self._lock:
-            while self._held and not self._abandon.is_set():
+            while self._held and not self.lifecycle.abandoning.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -421,18 +403,18 @@ class Worker:
             left = [e for e in self._held.values() if not e.settling]
         if not left:
             return
-        ids = [str(e.row["id"]) for e in left]
         logger.error(
             "jobs.worker.drain-abandoned",
-            extra={"worker_id": self.worker_id, "job_ids": ids},
+            extra={
+                "worker_id": self.worker_id,
+                "job_ids": [str(e.row["id"]) for e in left],
+            },
         )
         settler = Settler(db)
         for entry in left:
             entry.token.cancel(DRAINING)
             try:
-                settler.release(
-                    entry.row, uncount=False
-                )  # the abandoned attempt is counted
+                settler.release(entry.row, uncount=False)  # the attempt is counted
                 self.stats.abandoned += 1
             except QueryError as exc:
                 logger.error(
@@ -440,51 +422,13 @@ class Worker:
                     extra={"job_id": str(entry.row["id"]), "error": str(exc)},
                 )
 
-    # -- plumbing ------------------------------------------------------------------------
+    # -- plumbing ----------------------------------------------------------------
+
+    def _database(self, purpose: str) -> DirectDatabase:
+        return DirectDatabase(
+            self.settings.DATABASE,
+            application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
+        )
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        name = signal.Signals(signum).name
-        if self._signals == 1:
-            logger.warning(
-                "jobs.worker.draining",
-                extra={"worker_id": self.worker_id, "signal": name},
-            )
-            self.stop(reason=DRAINING)
-        else:
-            logger.error(
-                "jobs.worker.drain-cut",
-                extra={"worker_id": self.worker_id, "signal": name},
-            )
-            self.abandon()
-
-
-class _SettlingGuard:
-    """Marks a held job as settling just before its outcome is written, so the heartbeat
-    never reports a lost lease for a job that finished (W4)."""
-
-    __slots__ = ("entry", "worker")
-
-    def __init__(self, worker: Worker, entry: Held) -> None:
-        self.worker = worker
-        self.entry = entry
-
-    def __call__(self) -> None:
-        with self.worker._lock:
-            self.entry.settling = True
-
-
-def run_worker(**options: Any) -> int:
-    """Build a Worker from options and run it (the body of ``manage.py jobs_worker``)."""
-    return Worker(**options).run()
+        threading.Thread(target=target, name=name, daemon=True).start()

@@ -121,7 +121,7 @@ def test_a_second_signal_ends_the_drain_at_once(start_worker):
     worker = start_worker("--concurrency", "1", DRAIN_TIMEOUT="60s")
     wait_for(lambda: events("twice"))
     worker.terminate()
-    worker.wait_log("jobs.worker.draining")
+    worker.wait_log("jobs.process.draining")
     started = time.monotonic()
     worker.signal(signal.SIGINT)
     assert worker.wait(20) == 0

@@ -1,4 +1,4 @@
-"""``manage.py jobs_worker``: run a worker (W1)."""
+"""``manage.py jobs_worker``: run a worker and the other roles of one process (W1)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.queues import validate_queue
-
-ROLES = ("worker", "scheduler", "relay")
+from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, RoleOptions, run_roles
 
 
 class Command(BaseCommand):
-    help = "Run a jobs worker: claim and run jobs until SIGTERM/SIGINT."
+    help = (
+        "Run a jobs worker (and other roles): claim and run jobs until SIGTERM/SIGINT."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -28,8 +30,8 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--roles",
-            default="worker",
-            help="comma-separated roles: worker (more arrive with their issues)",
+            default=",".join(DEFAULT_ROLES),
+            help=f"comma-separated roles to run in this process (known: {', '.join(ROLES)})",
         )
         parser.add_argument(
             "--processes",
@@ -50,7 +52,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ultimate_jobs.supervisor import supervise
-        from ultimate_jobs.worker import Worker
 
         configure_default_logging(options["verbosity"])
         settings = get_settings()
@@ -66,8 +67,8 @@ class Command(BaseCommand):
             )
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
-        roles = [r.strip() for r in options["roles"].split(",") if r.strip()]
-        if unknown := [r for r in roles if r not in ROLES]:
+        names = [r.strip() for r in options["roles"].split(",") if r.strip()]
+        if unknown := [r for r in names if r not in ROLES]:
             raise CommandError(
                 f"--roles={options['roles']!r}: unknown role {unknown[0]!r} (known: {', '.join(ROLES)})"
             )
@@ -82,11 +83,16 @@ class Command(BaseCommand):
             from prometheus_client import start_http_server
 
             start_http_server(options["metrics_port"])
-        worker = Worker(
+        lifecycle = Lifecycle()
+        lifecycle.install_signals()
+        role_options = RoleOptions(
+            settings=settings,
+            lifecycle=lifecycle,
             queues=queues,
             concurrency=options["concurrency"],
             worker_id=options["worker_id"],
             max_jobs=options["max_jobs"],
-            settings=settings,
         )
-        raise SystemExit(worker.run())
+        raise SystemExit(
+            run_roles([ROLES[name](role_options) for name in names], lifecycle)
+        )

@@ -1,0 +1,94 @@
+"""The roles one process can play (W1): worker, and the others as they register.
+
+``manage.py jobs_worker --roles worker,...`` builds one object per role and runs them
+together; ``jobs_relay`` and ``jobs_scheduler`` run one role each. Every role is a loop
+object with ``run()`` that returns when the shared Lifecycle stops (after draining).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ultimate_jobs.conf import JobsSettings
+from ultimate_jobs.lifecycle import Lifecycle
+
+logger = logging.getLogger(__name__)
+
+
+class Role(Protocol):
+    """A loop of one process: runs until the lifecycle stops."""
+
+    name: str
+
+    def run(self) -> int: ...
+
+
+@dataclass
+class RoleOptions:
+    """What the command line says about the roles of one process."""
+
+    settings: JobsSettings
+    lifecycle: Lifecycle
+    queues: Sequence[str] | None = None
+    concurrency: int | None = None
+    worker_id: str | None = None
+    max_jobs: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+RoleFactory = Callable[[RoleOptions], Role]
+
+
+def _worker(options: RoleOptions) -> Role:
+    from ultimate_jobs.worker import Worker
+
+    return Worker(
+        queues=options.queues,
+        concurrency=options.concurrency,
+        worker_id=options.worker_id,
+        max_jobs=options.max_jobs,
+        settings=options.settings,
+        lifecycle=options.lifecycle,
+    )
+
+
+ROLES: dict[str, RoleFactory] = {"worker": _worker}
+DEFAULT_ROLES = ("worker",)
+
+
+def register_role(name: str, factory: RoleFactory) -> None:
+    """Make a role available to ``jobs_worker --roles``."""
+    ROLES[name] = factory
+
+
+def run_roles(roles: Sequence[Role], lifecycle: Lifecycle) -> int:
+    """Run the first role in this thread and the others beside it; stop them together."""
+    if not roles:
+        return 0
+    codes: dict[str, int] = {}
+
+    def run(role: Role) -> None:
+        try:
+            codes[role.name] = role.run()
+        except Exception:
+            logger.exception("jobs.role.crashed", extra={"role": role.name})
+            codes[role.name] = 1
+        finally:
+            lifecycle.stop()  # one role ending ends the process's other roles too
+
+    threads = [
+        threading.Thread(
+            target=run, args=(role,), name=f"jobs-{role.name}", daemon=True
+        )
+        for role in roles[1:]
+    ]
+    for thread in threads:
+        thread.start()
+    run(roles[0])
+    for thread in threads:
+        thread.join()
+    return max(codes.values(), default=0)
