@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.lifecycle import Lifecycle
+from ultimate_jobs.wake import Wake
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class RoleOptions:
     concurrency: int | None = None
     worker_id: str | None = None
     max_jobs: int | None = None
+    wake: Wake | None = None  # the process's LISTEN session (None: poll only)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -53,6 +55,7 @@ def _worker(options: RoleOptions) -> Role:
         max_jobs=options.max_jobs,
         settings=options.settings,
         lifecycle=options.lifecycle,
+        wake=options.wake,
     )
 
 

@@ -40,6 +40,7 @@ from ultimate_jobs.executor import Executor, Outcome, Settler, announce
 from ultimate_jobs.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +81,12 @@ class Worker:
         settings: JobsSettings | None = None,
         jobs: Registry = registry,
         lifecycle: Lifecycle | None = None,
+        wake: Wake | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self.jobs = jobs
         self.lifecycle = lifecycle or Lifecycle()
+        self.notifications = wake
         self.queues = list(
             queues or self.settings.QUEUES or jobs.queues() or ["default"]
         )
@@ -116,6 +119,9 @@ class Worker:
                 "concurrency": self.concurrency,
             },
         )
+        if self.notifications is not None:
+            self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
+            self.notifications.start()
         for index in range(self.concurrency):
             self._spawn(self._handle_loop, f"jobs-handler-{index}")
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
@@ -142,6 +148,16 @@ class Worker:
     def wake(self) -> None:
         """Claim now rather than at the next poll (a notification, a local timer)."""
         self._wake.set()
+
+    def _on_notification(self, queue: str) -> None:
+        if queue in self.queues:
+            self.wake()
+
+    def idle_ceiling(self) -> float:
+        """The idle poll ceiling: longer once the LISTEN wake is proven (N1)."""
+        if self.notifications is not None and self.notifications.proven.is_set():
+            return self.settings.WOKEN_IDLE_POLL_MAX
+        return self.settings.IDLE_POLL_MAX
 
     def held_ids(self) -> list[uuid.UUID]:
         with self._lock:
@@ -183,7 +199,7 @@ class Worker:
                     self._wait(poll)
             else:
                 self._wait(idle)
-                idle = min(idle * 2, self.settings.IDLE_POLL_MAX)
+                idle = min(idle * 2, self.idle_ceiling())
 
     def _wait(self, seconds: float) -> None:
         if self._wake.wait(seconds):

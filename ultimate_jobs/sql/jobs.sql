@@ -9,7 +9,8 @@
 -- one statement). A row whose (name, tenant, idempotency_key) a LIVE job holds, or
 -- whose id already names a job (an outbox re-publish), inserts nothing (J2, O2) and is
 -- absent from the answer: the caller asks job_holders which job holds it.
--- A row due later than now is 'delayed', otherwise 'ready'.
+-- A row due later than now is 'delayed', otherwise 'ready'. Waking workers is throttled
+-- in the statement itself (see `woken`).
 WITH input AS (
     SELECT i.*,
            coalesce(
@@ -35,20 +36,47 @@ WITH input AS (
                id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
                max_attempts, run_at, delay, correlation_id, enqueued_by, ord
            )
+),
+inserted AS (
+    INSERT INTO ultimate_jobs_job (
+        id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
+        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by
+    )
+    SELECT input.id, input.run_id, input.name, input.queue, input.priority,
+           CASE WHEN input.due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
+           input.input, input.tenant_id, input.idempotency_key,
+           0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
+           input.correlation_id, input.enqueued_by
+      FROM input
+     ORDER BY input.ord
+        ON CONFLICT DO NOTHING
+    RETURNING id, queue, run_at
+),
+woken AS (
+    -- N1: announce each queue that got a row due within 1 s, at most once per queue
+    -- per 250 ms slot: not when a job of that queue created since the slot began is
+    -- already visible (ids are UUIDv7, so the slot's first possible id bounds a
+    -- primary-key range scan). Deduped rows inserted nothing and announce nothing.
+    SELECT pg_notify('ultimate_jobs_wake', due.queue)
+      FROM (
+            SELECT DISTINCT inserted.queue
+              FROM inserted
+             WHERE inserted.run_at <= coalesce(%(now)s::timestamptz, now()) + interval '1 second'
+           ) AS due
+     WHERE NOT EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_job AS job
+                WHERE job.id >= (
+                          lpad(to_hex((floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) * 4) * 250)::bigint), 12, '0')
+                          || '00000000000000000000'
+                      )::uuid
+                  AND job.queue = due.queue
+           )
 )
-INSERT INTO ultimate_jobs_job (
-    id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
-    attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by
-)
-SELECT input.id, input.run_id, input.name, input.queue, input.priority,
-       CASE WHEN input.due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
-       input.input, input.tenant_id, input.idempotency_key,
-       0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-       input.correlation_id, input.enqueued_by
-  FROM input
- ORDER BY input.ord
-    ON CONFLICT DO NOTHING
-RETURNING id;
+-- Selecting wake.announced keeps `woken` in the plan (an unused join would be removed).
+SELECT inserted.id, wake.announced
+  FROM inserted
+ CROSS JOIN (SELECT count(*) AS announced FROM woken) AS wake;
 
 -- name: job_holders :many
 -- For enqueued rows that inserted nothing: the job that holds each one's place, a
@@ -301,8 +329,8 @@ RETURNING job.id;
 
 -- name: job_requeue :many
 -- Requeue ONE finished job (done, failed, dead, cancelled) as a fresh run: attempt 0,
--- due now, error cleared, a new run_id. Refused (no row) when the job is live, or when
--- a live job of the same name and tenant now holds its key.
+-- due now, error cleared, a new run_id, its queue woken (N1). Refused (no row) when the
+-- job is live, or when a live job of the same name and tenant now holds its key.
 UPDATE ultimate_jobs_job AS job
    SET state = 'ready',
        attempt = 0,
@@ -324,7 +352,7 @@ UPDATE ultimate_jobs_job AS job
               AND live.idempotency_key = job.idempotency_key
               AND live.state IN ('ready', 'delayed', 'running', 'suspended')
        )
-RETURNING job.id, job.queue;
+RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced;
 
 -- name: job_cancel :many
 -- Cancel ONE live job. A queued row is cancelled at once; a running one is cancelled
@@ -342,14 +370,15 @@ UPDATE ultimate_jobs_job AS job
 RETURNING job.id;
 
 -- name: job_promote :many
--- Make ONE job waiting on its run time due now ('delayed' or 'suspended' become ready).
+-- Make ONE job waiting on its run time due now ('delayed' or 'suspended' become ready),
+-- and wake the workers of its queue (N1).
 UPDATE ultimate_jobs_job AS job
    SET state = 'ready',
        run_at = coalesce(%(now)s::timestamptz, now())
  WHERE job.id = %(id)s::uuid
    AND (job.state IN ('delayed', 'suspended')
         OR (job.state = 'ready' AND job.run_at > coalesce(%(now)s::timestamptz, now())))
-RETURNING job.id, job.queue;
+RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced;
 
 -- name: job_remove :many
 -- Delete ONE job that is not running.

@@ -7,7 +7,8 @@ VALUES (%(queue)s::text, now(), %(paused_by)s::text)
     ON CONFLICT (queue) DO NOTHING;
 
 -- name: queue_resume :many
--- Resume a paused queue; answers the queue when it was paused.
+-- Resume a paused queue; answers the queue when it was paused, and wakes its
+-- workers (N1).
 DELETE FROM ultimate_jobs_queue_pause AS pause
  WHERE pause.queue = %(queue)s::text
-RETURNING pause.queue;
+RETURNING pause.queue, pg_notify('ultimate_jobs_wake', pause.queue) IS NULL AS announced;

@@ -13,6 +13,7 @@ from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.queues import validate_queue
 from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, RoleOptions, run_roles
+from ultimate_jobs.wake import Wake
 
 
 class Command(BaseCommand):
@@ -85,6 +86,9 @@ class Command(BaseCommand):
             start_http_server(options["metrics_port"])
         lifecycle = Lifecycle()
         lifecycle.install_signals()
+        wake = (
+            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+        )
         role_options = RoleOptions(
             settings=settings,
             lifecycle=lifecycle,
@@ -92,6 +96,7 @@ class Command(BaseCommand):
             concurrency=options["concurrency"],
             worker_id=options["worker_id"],
             max_jobs=options["max_jobs"],
+            wake=wake,
         )
         raise SystemExit(
             run_roles([ROLES[name](role_options) for name in names], lifecycle)
