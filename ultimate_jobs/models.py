@@ -145,3 +145,94 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class StepKind(models.TextChoices):
+    """What a step row records (S1-S4, S9)."""
+
+    STEP = "step"  # run.step: a result computed once
+    ATOMIC = "atomic"  # run.atomic_step: a result committed with its writes
+    SLEEP = "sleep"  # run.sleep: wake_at is the wake time
+    EVENT = "event"  # run.wait_for_event: wake_at is the timeout deadline (or NULL)
+
+
+class StepStatus(models.TextChoices):
+    """Where a step is; SQL uses these literals verbatim."""
+
+    DONE = "done"  # finished: output holds its result
+    WAITING = "waiting"  # a sleep or a wait that has not ended yet
+    TIMED_OUT = "timed_out"  # a wait whose timeout passed with no matching event
+
+
+class JobStep(models.Model):
+    """One completed (or waiting) step of a job: the replay key is (job, name) (S1, S2).
+
+    Rows of earlier stages of a rescheduled job are kept ``archived`` (S5): they no
+    longer replay, but the events they consumed stay consumed. Deleting a job deletes
+    its steps (an ON DELETE CASCADE constraint added by the migration, S8).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(
+        Job, on_delete=models.DO_NOTHING, db_constraint=False, related_name="steps"
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=StepKind.choices)
+    status = models.CharField(max_length=16, choices=StepStatus.choices)
+    output = models.JSONField(null=True, blank=True)
+    attempt = models.IntegerField(default=0)  # the attempt that recorded it
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    event = models.CharField(max_length=200, blank=True, db_default="")
+    match = models.JSONField(null=True, blank=True)
+    event_id = models.BigIntegerField(null=True, blank=True)  # the event it consumed
+    woken = models.BooleanField(db_default=False)  # a matching event was published
+    archived = models.BooleanField(db_default=False)
+
+    class Meta:
+        db_table = "ultimate_jobs_step"
+        ordering = ("id",)
+        constraints = (
+            # S2: one current step per (job, name); archived stages do not count.
+            models.UniqueConstraint(
+                fields=("job", "name"),
+                condition=Q(archived=False),
+                name="ultimate_jobs_step_name",
+            ),
+        )
+        indexes = (
+            # S4: a publication finds the waits on its event.
+            models.Index(
+                fields=("event",),
+                name="ultimate_jobs_step_waiting",
+                condition=Q(status=StepStatus.WAITING, kind=StepKind.EVENT),
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+
+class Event(models.Model):
+    """A published event (S4), matchable by waits until it expires."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict)
+    tenant_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL is no tenant
+    published_at = models.DateTimeField(db_default=Now())  # the database's clock
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_event"
+        ordering = ("id",)
+        indexes = (
+            models.Index(
+                fields=("name", "published_at"), name="ultimate_jobs_event_name"
+            ),
+            models.Index(fields=("expires_at",), name="ultimate_jobs_event_expiry"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.id}"

@@ -371,14 +371,29 @@ RETURNING job.id;
 
 -- name: job_promote :many
 -- Make ONE job waiting on its run time due now ('delayed' or 'suspended' become ready),
--- and wake the workers of its queue (N1).
-UPDATE ultimate_jobs_job AS job
-   SET state = 'ready',
-       run_at = coalesce(%(now)s::timestamptz, now())
- WHERE job.id = %(id)s::uuid
-   AND (job.state IN ('delayed', 'suspended')
-        OR (job.state = 'ready' AND job.run_at > coalesce(%(now)s::timestamptz, now())))
-RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced;
+-- and wake the workers of its queue (N1). A sleeping run's sleeps end now (S3), so its
+-- replay goes on instead of suspending until the old wake time.
+WITH promoted AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'ready',
+           run_at = coalesce(%(now)s::timestamptz, now())
+     WHERE job.id = %(id)s::uuid
+       AND (job.state IN ('delayed', 'suspended')
+            OR (job.state = 'ready' AND job.run_at > coalesce(%(now)s::timestamptz, now())))
+    RETURNING job.id, job.queue
+),
+woken AS (
+    UPDATE ultimate_jobs_step AS step
+       SET wake_at = coalesce(%(now)s::timestamptz, now())
+      FROM promoted
+     WHERE step.job_id = promoted.id
+       AND step.kind = 'sleep'
+       AND step.status = 'waiting'
+       AND NOT step.archived
+       AND step.wake_at > coalesce(%(now)s::timestamptz, now())
+)
+SELECT promoted.id, promoted.queue, pg_notify('ultimate_jobs_wake', promoted.queue) IS NULL AS announced
+  FROM promoted;
 
 -- name: job_remove :many
 -- Delete ONE job that is not running.
