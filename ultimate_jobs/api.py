@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import psycopg
+from django.db import transaction
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
@@ -49,15 +50,31 @@ def _existing(job_id: uuid.UUID) -> Job:
     return job
 
 
-def retry(job_id: object) -> uuid.UUID:
+def retry(job_id: object, *, from_step: str | None = None) -> uuid.UUID:
     """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
 
-    A live job is JobNotRequeueable; one whose key a live job now holds is JobDuplicate.
+    Its completed steps replay from storage; ``from_step`` drops that step and every
+    later one first, so they run again (P2). A live job is JobNotRequeueable; one whose
+    key a live job now holds is JobDuplicate.
     """
+    if from_step is None:
+        return _requeue(_job_id(job_id))
     pk = _job_id(job_id)
+    with transaction.atomic(using=get_settings().DATABASE):
+        dropped = _db().run(QUERIES["step_drop_from"], job_id=pk, name=from_step)
+        run_id = _requeue(pk)  # refused: the drop rolls back with it
+        if not dropped:
+            raise InvalidArgument("from_step", from_step, "the job has no such step")
+    return run_id
+
+
+def _requeue(pk: uuid.UUID) -> uuid.UUID:
     run_id = uuid7()
     try:
-        rows = _db().run(QUERIES["job_requeue"], id=pk, run_id=run_id, now=None)
+        # A savepoint when the caller holds a transaction: a refused requeue leaves
+        # it usable for the reads that say why.
+        with transaction.atomic(using=get_settings().DATABASE):
+            rows = _db().run(QUERIES["job_requeue"], id=pk, run_id=run_id, now=None)
     except QueryError as exc:
         if (
             isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
@@ -164,5 +181,16 @@ def job_json(job: Job) -> dict[str, Any]:
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
         "worker_id": job.worker_id,
-        "steps": [],
+        # The current stage's steps, oldest first (prefetch_related("steps") in lists).
+        "steps": [
+            {
+                "name": step.name,
+                "kind": step.kind,
+                "state": step.status,
+                "started": when(step.started_at),
+                "finished": when(step.finished_at),
+            }
+            for step in job.steps.all()
+            if not step.archived
+        ],
     }

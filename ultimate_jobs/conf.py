@@ -53,6 +53,7 @@ class JobsSettings:
         "production"  # where this deployment runs (backfill environments)
     )
     WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
+    EVENT_RETENTION: float = 7 * 86400.0  # seconds a published event stays matchable
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -69,6 +70,7 @@ _DURATIONS = (
     "DRAIN_TIMEOUT",
     "RELAY_INTERVAL",
     "SCHEDULER_TICK",
+    "EVENT_RETENTION",
 )
 
 

@@ -15,7 +15,8 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── UnknownJob                    no job is registered under a name
 ├── StepDuplicate                 two steps share a name in one attempt
 ├── JobAborted                    a cancelled attempt tried to write
-├── JobTimeout                    an attempt or a wait outlived its deadline
+├── JobTimeout                    an attempt or a step outlived its deadline
+│   └── EventTimeout              a wait_for_event outlived its timeout (terminal)
 ├── OutboxNoTx                    enqueue outside a transaction with OUTBOX="required"
 ├── InvalidCron                   a cron expression has problems (all listed)
 ├── InvalidTimezone               a time zone is not in the IANA database
@@ -32,6 +33,9 @@ JobsError                         base class: catch this to catch ours (has .cod
 JobControl                        raised by job bodies on purpose: an outcome, not a failure
 ├── Terminal                      stop for good: dead-letter now, attempts unspent
 └── RetryAfter                    retry at a named time instead of the backoff
+
+RunSuspended (a BaseException)    run.sleep / run.wait_for_event park the run: control
+                                  flow, never caught by ``except Exception``
 """
 
 from __future__ import annotations
@@ -193,7 +197,25 @@ class JobTimeout(JobsError):
     """An attempt, a step or a wait outlived its deadline."""
 
     code = "X_JOB_TIMEOUT"
-    classification = "retryable"
+    classification: ClassVar[Classification] = "retryable"
+
+
+class EventTimeout(JobTimeout):
+    """A wait_for_event outlived its timeout with no matching event.
+
+    Terminal: the timeout is recorded with the step, so a retry would replay it.
+    """
+
+    classification = "terminal"
+
+    def __init__(self, job: str, step: str, event: str) -> None:
+        super().__init__(
+            f"{job}: step {step!r} waited for event {event!r} past its timeout",
+            step=step,
+            event=event,
+        )
+        self.step = step
+        self.event = event
 
 
 class OutboxNoTx(JobsError):
@@ -316,3 +338,26 @@ class RetryAfter(JobControl):
     def __init__(self, seconds: float, message: str = "") -> None:
         super().__init__(message or f"retry after {seconds}s")
         self.seconds = float(seconds)
+
+
+class RunSuspended(BaseException):
+    """The run parks here (run.sleep, run.wait_for_event) and replays when it wakes.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` in a job body
+    does not swallow it. A body that catches BaseException (or uses a bare ``except:``)
+    must re-raise it; the run suspends anyway, and ``jobs.suspension.swallowed`` is logged.
+    """
+
+    def __init__(
+        self,
+        step: str,
+        *,
+        wake_at: Any = None,
+        poll: float | None = None,
+        waiting: bool = False,
+    ) -> None:
+        super().__init__(f"run suspended at step {step!r}")
+        self.step = step
+        self.wake_at = wake_at  # a sleep's wake time, a wait's deadline (None: none)
+        self.poll = poll  # a wait is re-checked at least this often (event_poll)
+        self.waiting = waiting  # True for wait_for_event

@@ -3,6 +3,11 @@ and write that outcome with a statement fenced on the claim (W3).
 
 The worker and the testing helpers both come through here, so a test drains the queue
 through the same code and the same SQL a worker uses.
+
+A body that parks (``RunSuspended`` from run.sleep / run.wait_for_event) is suspended;
+one that called run.reschedule and returned starts its next stage; deadlines (S6) fail
+the attempt through ``Deadlines`` (deadlines.py), at the deadline itself when the worker
+gives a ``deadline_settler``.
 """
 
 from __future__ import annotations
@@ -23,15 +28,25 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
 from ultimate_jobs import payload
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import correlation_scope, tenant_scope
-from ultimate_jobs.db import Database, Row
-from ultimate_jobs.declarations import Registry, registry
-from ultimate_jobs.exceptions import JobsError, QueryError, UnknownJob
+from ultimate_jobs.db import Database, DjangoDatabase, Row
+from ultimate_jobs.deadlines import ATTEMPT, Deadlines
+from ultimate_jobs.declarations import JobDefinition, Registry, registry
+from ultimate_jobs.exceptions import (
+    JobsError,
+    JobTimeout,
+    QueryError,
+    RunSuspended,
+    UnknownJob,
+)
 from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.reschedule import Reschedule
 from ultimate_jobs.retry import classify
-from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken, Run
+from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, TIMEOUT, CancelToken, Run
 from ultimate_jobs.signals import job_settled, job_started
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.steps import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +64,7 @@ class Outcome(enum.StrEnum):
     DROPPED = "dropped"
     INTERRUPTED = "interrupted"
     REFUSED = "refused"
+    RESCHEDULED = "rescheduled"  # run.reschedule: the next stage is queued (S5)
 
 
 SETTLING_OUTCOMES = (
@@ -86,6 +102,7 @@ class Attempt:
     duration: float
     error: BaseException | None = None
     run_at: Any = None  # when a retried job is due again
+    due_in: float | None = None  # seconds until it is due again (retry, suspension)
 
 
 def format_error(error: BaseException) -> str:
@@ -155,7 +172,13 @@ class Settler:
         )
         return bool(rows)
 
-    def retry(self, job: Row, delay: float, error: BaseException) -> Any:
+    def retry(
+        self,
+        job: Row,
+        delay: float,
+        error: BaseException,
+        progress: str | None = None,
+    ) -> Any:
         rows = self.write(
             "job_retry",
             id=job["id"],
@@ -163,7 +186,7 @@ class Settler:
             delay=delay,
             last_error=format_error(error),
             error_code=error_code(error),
-            progress=None,
+            progress=progress,
         )
         return rows[0]["run_at"] if rows else None
 
@@ -177,6 +200,7 @@ class Settler:
         last_error: str | None = None,
         code: str | None = None,
         uncount: bool = False,
+        progress: str | None = None,
     ) -> bool:
         rows = self.write(
             "job_bury",
@@ -191,7 +215,7 @@ class Settler:
             else (error_code(error) if error else ""),
             stop_reason=stop_reason,
             uncount=uncount,
-            progress=None,
+            progress=progress,
         )
         return bool(rows)
 
@@ -200,6 +224,36 @@ class Settler:
             "job_release", id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
         )
         return bool(rows)
+
+    def suspend(
+        self, job: Row, suspension: RunSuspended, progress: str | None = None
+    ) -> Row | None:
+        """Park the job until its wake time, attempt not spent (S3, S4)."""
+        rows = self.write(
+            "job_suspend",
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            step=suspension.step if suspension.waiting else None,
+            wake_at=suspension.wake_at,
+            poll=suspension.poll,
+            progress=progress,
+        )
+        return rows[0] if rows else None
+
+    def reschedule(
+        self, job: Row, stage: Reschedule, progress: str | None = None
+    ) -> Row | None:
+        """Queue the job's next stage with a fresh attempt budget (S5)."""
+        rows = self.write(
+            "job_reschedule",
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            input=stage.input,
+            delay=stage.delay,
+            run_at=stage.run_at,
+            progress=progress,
+        )
+        return rows[0] if rows else None
 
 
 class Executor:
@@ -214,11 +268,17 @@ class Executor:
         body_context: Callable[
             [], AbstractContextManager[Any]
         ] = contextlib.nullcontext,
+        deadline_settler: Callable[[], Settler] | None = None,
     ) -> None:
         self.settler = settler
         self.jobs = jobs
         self.manage_connections = manage_connections
         self.body_context = body_context  # the testing helpers use a savepoint
+        # S6: a settler of its own (its own connection) for failing an attempt at its
+        # deadline while the body still runs; without one (the testing runner) the
+        # attempt is failed when the body returns.
+        self.deadline_settler = deadline_settler
+        self.alias = get_settings().DATABASE
 
     def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
         func = handle.definition.func
@@ -257,6 +317,17 @@ class Executor:
                 kwargs = payload.decode(name, definition.signature, job["input"])
             except JobsError as exc:  # InvalidJobPayload: terminal on this attempt (J1)
                 return self._failed(job, handle, None, exc, token, started)
+            deadlines = Deadlines(token, step_timeout=definition.step_timeout)
+            journal = Journal(
+                db=self.settler.db,
+                atomic_db=DjangoDatabase(self.alias),
+                alias=self.alias,
+                job=job,
+                definition=definition,
+                token=token,
+                deadlines=deadlines,
+                now=self.settler.now,
+            )
             run = Run(
                 job_id=job["id"],
                 run_id=job["run_id"],
@@ -269,20 +340,171 @@ class Executor:
                 correlation_id=job["correlation_id"],
                 queue=job["queue"],
                 cancel_token=token,
+                journal=journal,
             )
+            ending = _Ending(job, handle, kwargs, journal, token, started)
             with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
                 job_started.send(sender=name, run=run)
                 logger.info("jobs.attempt.started", extra=_fields(job))
+                if self.deadline_settler is not None:
+                    deadlines.on_expiry = lambda what: self._settle_at_deadline(
+                        ending, before_settle
+                    )
+                timer = (
+                    deadlines.arm(definition.timeout, ATTEMPT)
+                    if definition.timeout is not None
+                    else None
+                )
                 try:
-                    result = self._call(handle, run, kwargs)
+                    ending.result = self._call(handle, run, kwargs)
+                except RunSuspended as suspension:
+                    ending.suspension = suspension
                 except BaseException as exc:
                     if not isinstance(exc, Exception):
                         raise
-                    return self._failed(job, handle, kwargs, exc, token, started)
-                return self._completed(job, handle, kwargs, result, token, started)
+                    ending.error = exc
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                return self._settle(ending)
         finally:
             if self.manage_connections:
                 close_old_connections()
+
+    def _settle(self, ending: _Ending) -> Attempt:
+        """Write the one outcome of the attempt (W9), unless its deadline did."""
+        job, journal, token = ending.job, ending.journal, ending.token
+        deadlines = journal.deadlines
+        if not deadlines.settle_once():
+            # The deadline failed the attempt while the body ran on (S6).
+            deadlines.settled_by_deadline.wait()
+            if ending.returned:
+                self._abandoned(ending)
+            return deadlines.outcome or self._unsettled(ending)
+        if journal.suspension is not None and ending.suspension is None:
+            # The body caught its own RunSuspended: the run suspends all the same.
+            logger.warning(
+                "jobs.suspension.swallowed",
+                extra={**_fields(job), "step": journal.suspension.step},
+            )
+            ending.suspension = journal.suspension
+        progress = journal.progress.unsaved()
+        if token.is_set() and token.reason == TIMEOUT:
+            if ending.returned:
+                self._abandoned(ending)
+            return self._failed(
+                job,
+                ending.handle,
+                ending.kwargs,
+                self._timeout_error(ending),
+                token,
+                ending.started,
+                progress=progress,
+            )
+        if ending.suspension is not None:
+            row = self.settler.suspend(job, ending.suspension, progress)
+            return self._report(
+                job,
+                Outcome.SUSPENDED,
+                row is not None,
+                ending.started,
+                token,
+                run_at=row["run_at"] if row else None,
+                due_in=row["due_in"] if row else None,
+            )
+        if ending.error is not None:
+            return self._failed(
+                job,
+                ending.handle,
+                ending.kwargs,
+                ending.error,
+                token,
+                ending.started,
+                progress=progress,
+            )
+        if journal.rescheduled is not None:
+            row = self.settler.reschedule(job, journal.rescheduled, progress)
+            return self._report(
+                job,
+                Outcome.RESCHEDULED,
+                row is not None,
+                ending.started,
+                token,
+                run_at=row["run_at"] if row else None,
+                due_in=row["due_in"] if row else None,
+            )
+        return self._completed(
+            job,
+            ending.handle,
+            ending.kwargs,
+            ending.result,
+            token,
+            ending.started,
+            progress=progress,
+        )
+
+    def _settle_at_deadline(
+        self, ending: _Ending, before_settle: Callable[[], None] | None
+    ) -> None:
+        """S6, in a worker: fail the attempt now; the body may go on, fenced out."""
+        deadlines = ending.journal.deadlines
+        if self.deadline_settler is None or not deadlines.settle_once():
+            return
+        settler = self.deadline_settler()
+        settler.before_write = before_settle
+        try:
+            with tenant_scope(ending.job["tenant_id"]):
+                deadlines.outcome = self._failed(
+                    ending.job,
+                    ending.handle,
+                    ending.kwargs,
+                    self._timeout_error(ending),
+                    ending.token,
+                    ending.started,
+                    settler=settler,
+                    progress=ending.journal.progress.unsaved(),
+                )
+        except Exception:
+            logger.exception("jobs.timeout.settle-failed", extra=_fields(ending.job))
+        finally:
+            close = getattr(settler.db, "close", None)
+            if close is not None:
+                close()
+            deadlines.settled_by_deadline.set()
+
+    def _timeout_error(self, ending: _Ending) -> JobTimeout:
+        definition: JobDefinition = ending.handle.definition
+        what = ending.journal.deadlines.expired or ATTEMPT
+        if what == ATTEMPT:
+            message = f"the attempt ran past its timeout ({definition.timeout or 0:g}s)"
+        else:
+            message = (
+                f"{what} ran past its step_timeout ({definition.step_timeout or 0:g}s)"
+            )
+        error = JobTimeout(f"{definition.name}: {message}")
+        error.__cause__ = ending.error
+        return error
+
+    def _abandoned(self, ending: _Ending) -> None:
+        """S6: the body ignored its cancelled token and finished anyway."""
+        logger.error(
+            "jobs.timeout.abandoned",
+            extra={
+                **_fields(ending.job),
+                "deadline": ending.journal.deadlines.expired,
+                "ran_for": round(time.monotonic() - ending.started, 3),
+            },
+        )
+
+    def _unsettled(self, ending: _Ending) -> Attempt:
+        return Attempt(
+            ending.job["id"],
+            ending.job["name"],
+            Outcome.RETRIED,
+            landed=False,
+            duration=time.monotonic() - ending.started,
+            error=ending.error,
+        )
 
     def _completed(
         self,
@@ -292,8 +514,9 @@ class Executor:
         result: Any,
         token: CancelToken,
         started: float,
+        progress: str | None = None,
     ) -> Attempt:
-        landed = self.settler.complete(job)
+        landed = self.settler.complete(job, progress)
         attempt = self._report(job, Outcome.COMPLETED, landed, started, token)
         if landed:
             self._announce(handle, job, kwargs, Outcome.COMPLETED, result=result)
@@ -307,10 +530,14 @@ class Executor:
         exc: Exception,
         token: CancelToken,
         started: float,
+        *,
+        settler: Settler | None = None,
+        progress: str | None = None,
     ) -> Attempt:
+        settler = settler or self.settler
         if token.is_set() and token.reason == DRAINING:
             # W6: the body stopped because of the drain; the attempt is not counted.
-            landed = self.settler.release(job, uncount=True)
+            landed = settler.release(job, uncount=True)
             return self._report(job, Outcome.INTERRUPTED, landed, started, token, exc)
         if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
             # The row is no longer ours: any write would be fenced out; say so and stop.
@@ -336,7 +563,9 @@ class Executor:
                 if dead_letter
                 else ("failed", Outcome.DROPPED)
             )
-            landed = self.settler.bury(job, state=state, error=exc, stop_reason=stop)
+            landed = settler.bury(
+                job, state=state, error=exc, stop_reason=stop, progress=progress
+            )
             attempt = self._report(job, outcome, landed, started, token, exc, stop=stop)
             if landed and handle is not None:
                 self._announce(handle, job, kwargs, outcome, error=exc)
@@ -346,9 +575,16 @@ class Executor:
             delay = retry.spread(verdict) if retry is not None else verdict
         else:
             delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
-        run_at = self.settler.retry(job, delay, exc)
+        run_at = settler.retry(job, delay, exc, progress)
         return self._report(
-            job, Outcome.RETRIED, run_at is not None, started, token, exc, run_at=run_at
+            job,
+            Outcome.RETRIED,
+            run_at is not None,
+            started,
+            token,
+            exc,
+            run_at=run_at,
+            due_in=delay,
         )
 
     def _report(
@@ -362,6 +598,7 @@ class Executor:
         *,
         stop: str | None = None,
         run_at: Any = None,
+        due_in: float | None = None,
     ) -> Attempt:
         duration = time.monotonic() - started
         fields = {
@@ -382,7 +619,9 @@ class Executor:
             logger.warning("jobs.attempt.failed", extra=fields)
         else:
             logger.info("jobs.attempt.settled", extra=fields)
-        return Attempt(job["id"], job["name"], outcome, landed, duration, error, run_at)
+        return Attempt(
+            job["id"], job["name"], outcome, landed, duration, error, run_at, due_in
+        )
 
     def _announce(
         self,
@@ -442,6 +681,25 @@ def announce(
                             exc_info=exc,
                         )
         job_settled.send(sender=job["name"], settled=settled)
+
+
+@dataclass(eq=False)
+class _Ending:
+    """How one body ended: returned a result, raised, or suspended."""
+
+    job: Row
+    handle: JobHandle
+    kwargs: dict[str, Any]
+    journal: Journal
+    token: CancelToken
+    started: float
+    result: Any = None
+    error: Exception | None = None
+    suspension: RunSuspended | None = None
+
+    @property
+    def returned(self) -> bool:
+        return self.error is None and self.suspension is None
 
 
 def _fields(job: Row) -> dict[str, Any]:

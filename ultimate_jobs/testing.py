@@ -1,9 +1,11 @@
 """Helpers for tests of code that enqueues and runs jobs (X1).
 
 ``run_jobs()`` drains the queue in the test's own thread, on the test's own database
-connection, through the real SQL a worker runs (claim, fenced settle), with a clock the
-test controls: ``travel(timedelta(days=3))`` makes delays, retries and sleeps due
-without waiting. The ``jobs`` pytest fixture (installed by the pytest plugin) is a
+connection, through the real SQL a worker runs (claim, steps, fenced settle), with a
+clock the test controls: ``travel(timedelta(days=3))`` makes delays, retries, sleeps and
+event timeouts due without waiting (the clock stands in for the database's in every
+statement the runner makes). ``reset_events()`` forgets published events between tests
+that share a database. The ``jobs`` pytest fixture (installed by the pytest plugin) is a
 ``JobsTestRunner`` with a fresh clock::
 
     @pytest.mark.django_db
@@ -26,6 +28,7 @@ from django.db import DatabaseError, connections, transaction
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declarations import Registry, registry
+from ultimate_jobs.events import reset_events
 from ultimate_jobs.executor import Attempt, Executor, Outcome, Settler, announce
 from ultimate_jobs.sql import QUERIES
 
@@ -64,6 +67,10 @@ class JobsTestRunner:
 
     def travel(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
         return self.clock.travel(delta, **kwargs)
+
+    def reset_events(self) -> int:
+        """Forget every published event (see ``reset_events``)."""
+        return reset_events()
 
     def _body_context(self) -> AbstractContextManager[Any]:
         # Inside a test's transaction, a body's failed statement must not poison it.

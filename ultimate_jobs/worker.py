@@ -40,6 +40,7 @@ from ultimate_jobs.executor import Executor, Outcome, Settler, announce
 from ultimate_jobs.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.timers import WakeTimer
 from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class Worker:
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
+        self._timer = WakeTimer(self.wake)  # retries and sleeps due within a minute
         self.lifecycle.on_stop(self._on_stop)
         self.lifecycle.on_abandon(self._on_abandon)
 
@@ -131,6 +133,7 @@ class Worker:
             self._drain(db)
         finally:
             self._finished.set()
+            self._timer.stop()
             for _ in range(self.concurrency):
                 self._work.put(None)
             self._remove_registration(db)
@@ -262,7 +265,16 @@ class Worker:
         settler = Settler(
             db, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
         )
-        executor = Executor(settler, jobs=self.jobs, manage_connections=True)
+        executor = Executor(
+            settler,
+            jobs=self.jobs,
+            manage_connections=True,
+            deadline_settler=lambda: Settler(
+                self._database("deadline"),
+                retry_for=self.settings.LEASE,
+                stop=self.lifecycle.abandoning,
+            ),
+        )
         try:
             while True:
                 entry = self._work.get()
@@ -280,6 +292,8 @@ class Worker:
 
         try:
             attempt = executor.execute(entry.row, entry.token, before_settle=settling)
+            if attempt.due_in is not None and attempt.landed:
+                self._timer.wake_in(attempt.due_in)
             outcome = str(attempt.outcome)
             self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
         except Exception:
