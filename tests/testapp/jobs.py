@@ -181,3 +181,6 @@ def remember(settled) -> None:
 def watched(run: Run, key: str, fail: bool = False) -> None:
     if fail:
         raise RuntimeError("watched failure")
+
+
+from . import durable_jobs  # noqa: E402, F401 - the durable-step tests' jobs

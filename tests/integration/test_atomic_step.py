@@ -1,0 +1,95 @@
+"""run.atomic_step (S9): fn's writes and the checkpoint commit in one transaction on the
+jobs database, fenced on the claim. The SIGKILL case is in
+tests/acceptance/test_durable_processes.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.testapp.durable_jobs import atomic_write, events, record
+from tests.testapp.models import Record
+from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job
+from ultimate_jobs.models import Job, JobStep
+from ultimate_jobs.sql import QUERIES
+
+
+@pytest.mark.django_db
+def test_replay_after_success_does_not_call_fn(jobs):
+    answer = atomic_write.enqueue(key="once")
+    assert [str(a.outcome) for a in jobs.run()] == ["completed"]
+    api.retry(answer.id)
+    assert [str(a.outcome) for a in jobs.run()] == ["completed"]
+    assert events("once") == ["written", "after", "after"]
+    [step] = JobStep.objects.filter(job_id=answer.id)
+    assert (step.kind, step.output) == ("atomic", {"written": "once"})
+
+
+@pytest.mark.django_db
+def test_fn_that_raises_leaves_neither_its_writes_nor_a_checkpoint(
+    jobs, clean_registry
+):
+    @job(name="tests.half_written", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def half_written(run):
+        def write():
+            record(run, "half", "written")
+            raise RuntimeError("after the write")
+
+        run.atomic_step("write", write)
+
+    half_written.enqueue()
+    [attempt] = jobs.run()
+    assert str(attempt.error) == "after the write"
+    assert events("half") == []
+    assert JobStep.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_fn_writing_another_database_alias_is_refused(jobs, clean_registry):
+    @job(name="tests.elsewhere", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def elsewhere(run):
+        run.atomic_step("write", lambda: None, using="analytics")
+
+    elsewhere.enqueue()
+    [attempt] = jobs.run()
+    assert isinstance(attempt.error, InvalidArgument)
+    assert attempt.error.field == "using"
+    assert attempt.outcome == "dead-lettered"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_lease_was_taken_over_cannot_commit_its_writes(
+    jobs, clean_registry, second_connection
+):
+    """S9, W3: fn wrote; meanwhile the lease lapsed and another worker claimed the job
+    (the real claim statement, on another connection). The fenced checkpoint finds the
+    claim gone, so fn's writes roll back with it."""
+
+    @job(name="tests.taken_over", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def taken_over(run):
+        def write():
+            record(run, "taken", "written")
+            with second_connection.cursor() as cursor:
+                cursor.execute(
+                    QUERIES["job_claim"].text,
+                    {
+                        "queues": ["default"],
+                        "limit": 1,
+                        "worker_id": "other",
+                        "lease_seconds": 30.0,
+                        "dropped": [],
+                        "now": jobs.travel(hours=1),  # the lease has lapsed
+                    },
+                )
+                assert cursor.fetchall()
+            return "mine"
+
+        return run.atomic_step("write", write)
+
+    answer = taken_over.enqueue()
+    [attempt] = jobs.run()
+    assert isinstance(attempt.error, LeaseLost)
+    assert attempt.landed is False  # the failure could not be written either
+    assert Record.objects.filter(key="taken").count() == 0
+    assert JobStep.objects.count() == 0
+    row = Job.objects.get(pk=answer.id)
+    assert (row.state, row.worker_id, row.attempt) == ("running", "other", 2)
