@@ -10,6 +10,10 @@ Threads, each with its own database connection (``DirectDatabase``):
 * ``concurrency`` handler threads run the bodies and write their outcomes.
 * the heartbeat thread renews every held lease in one statement every third of the
   lease (W4) and keeps the worker's registry row fresh (W8).
+* a wake timer (timers.py) for retries and sleeps this worker parked that come due
+  within a minute: they are claimed on time, not at the next poll (S3).
+* a deadline (S6) fails its attempt at once, on a connection of its own, while the body
+  may still hold its handler thread.
 
 Every write about a job is fenced on the claim token the claim stamped (W3). Stopping
 comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
