@@ -12,6 +12,10 @@ reached its wait is not lost.
 there is one (the event exists when that commits), and wakes the matching suspended
 runs in the same statement: they become due at once and their queue's workers are
 notified, so a run resumes within milliseconds rather than at its next ``event_poll``.
+A second statement, with a fresh snapshot, wakes the waits that raced the first (see
+sql/events.sql); waits still running are never locked, so a long transaction around a
+publication cannot hold up their workers' heartbeats. ``event_poll`` stays the
+guarantee behind the wake.
 """
 
 from __future__ import annotations
@@ -98,7 +102,8 @@ def publish_event(
         if retention is None
         else parse_duration(retention, field="retention")
     )
-    [row] = DjangoDatabase(settings.DATABASE).run(
+    db = DjangoDatabase(settings.DATABASE)
+    [row] = db.run(
         QUERIES["event_publish"],
         name=name,
         payload=encoded,
@@ -106,7 +111,9 @@ def publish_event(
         retention=seconds,
         now=None,
     )
-    return Published(id=row["id"], woken=row["woken"])
+    # A fresh snapshot (READ COMMITTED) for the waits that raced the first statement.
+    [late] = db.run(QUERIES["event_wake"], id=row["id"], now=None)
+    return Published(id=row["id"], woken=row["woken"] + late["woken"])
 
 
 def purge_expired_events(limit: int = PURGE_BATCH, *, now: Any = None) -> int:

@@ -3,9 +3,13 @@ runner: matching, ignoring, timing out, the one clock, retention, the wake."""
 
 from __future__ import annotations
 
-import pytest
-from django.db import connection
+import threading
+from datetime import UTC, datetime
 
+import pytest
+from django.db import connection, connections
+
+from tests.conftest import wait_for
 from tests.testapp.durable_jobs import (
     await_payment,
     await_tenant_event,
@@ -223,3 +227,95 @@ def test_bad_input_is_refused_and_writes_nothing(jobs):
     with pytest.raises(InvalidArgument, match="retention"):
         publish_event("x", {}, retention="-1s")
     assert Event.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suspension_committing_while_a_publication_runs_is_woken(
+    jobs, second_connection
+):
+    """S4, the other order: the suspension locks its wait first and commits while the
+    publication is blocked on that lock; the publication's own snapshot still sees the
+    job running, so its follow-up statement (a fresh snapshot) wakes it."""
+    answer = await_payment.enqueue(key="race2", order="o-11")
+    assert outcomes(jobs) == ["suspended"]
+    api.promote(answer.id)
+    [claimed] = DjangoDatabase("default").run(
+        QUERIES["job_claim"],
+        queues=["default"],
+        limit=1,
+        worker_id="w",
+        lease_seconds=30,
+        dropped=[],
+        now=None,
+    )
+    second_connection.execute("BEGIN")
+    second_connection.execute(
+        QUERIES["job_suspend"].text,
+        {
+            "id": answer.id,
+            "lease_owner": claimed["lease_owner"],
+            "step": "paid",
+            "wake_at": None,
+            "poll": 3600.0,
+            "progress": None,
+            "now": None,
+        },
+    )
+    published = []
+
+    def publish():
+        try:
+            published.append(
+                publish_event("order.paid", {"order": "o-11", "amount": 2})
+            )
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=publish)
+    thread.start()
+
+    def publication_blocked():
+        with connection.cursor() as cursor:  # not in a transaction: fresh statistics
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                "current_database() AND wait_event_type = 'Lock'"
+            )
+            return cursor.fetchone()[0] > 0
+
+    wait_for(publication_blocked, timeout=10)
+    second_connection.execute("COMMIT")
+    thread.join(10)
+    assert published[0].woken == 1
+    job = Job.objects.get(pk=answer.id)
+    assert job.state == "suspended"
+    assert job.run_at <= datetime.now(UTC)  # due now, not in an hour
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wait_recorded_while_a_publication_is_uncommitted_is_woken(
+    jobs, second_connection
+):
+    """S4: the publication's first statement ran before the wait existed, and the
+    wait's first look could not see the uncommitted event; the publication's second
+    statement (a fresh snapshot, same transaction) flags and wakes it."""
+    answer = await_payment.enqueue(key="race3", order="o-12")
+    second_connection.execute("BEGIN")
+    [published] = second_connection.execute(
+        QUERIES["event_publish"].text,
+        {
+            "name": "order.paid",
+            "payload": '{"order": "o-12", "amount": 3}',
+            "tenant_id": None,
+            "retention": 3600.0,
+            "now": None,
+        },
+    ).fetchall()
+    assert outcomes(jobs) == ["suspended"]  # the wait looked and found nothing yet
+    assert Job.objects.get(pk=answer.id).run_at > datetime.now(UTC)
+    [(woken, _)] = second_connection.execute(
+        QUERIES["event_wake"].text, {"id": published[0], "now": None}
+    ).fetchall()
+    second_connection.execute("COMMIT")
+    assert woken == 1
+    assert outcomes(jobs) == ["completed"]
+    assert events("race3") == ["asked", "asked", "paid:3"]

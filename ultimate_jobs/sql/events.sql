@@ -10,9 +10,10 @@
 -- the event's tenant, whose match the payload contains, for a job enqueued at or before
 -- the publication, is flagged woken; a suspended job among them becomes due now and its
 -- queue's workers are told (pg_notify, N1), so it resumes at once rather than at its
--- next event_poll. A job still running its wait is locked and re-read (not woken):
--- its suspension sees the flag and comes due at once. Runs in the caller's transaction,
--- so the wake is delivered when the publication commits.
+-- next event_poll. A job still running its wait is not touched (its heartbeat must not
+-- wait for the caller's transaction): its suspension sees the flag and comes due at
+-- once, and event_wake catches one that committed while this ran. Runs in the caller's
+-- transaction, so the wake is delivered when the publication commits.
 WITH stamp AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS at
 ),
@@ -41,25 +42,60 @@ flagged AS (
     RETURNING step.job_id
 ),
 woken AS (
-    -- 'running' is read too: a suspension committed after this statement began is
-    -- then re-read under the row lock and found 'suspended'.
     UPDATE ultimate_jobs_job AS job
-       SET run_at = CASE
-               WHEN job.state = 'suspended' THEN coalesce(%(now)s::timestamptz, now())
-               ELSE job.run_at
-           END
+       SET run_at = coalesce(%(now)s::timestamptz, now())
      WHERE job.id IN (SELECT flagged.job_id FROM flagged)
-       AND job.state IN ('running', 'suspended')
-    RETURNING job.queue, job.state
+       AND job.state = 'suspended'
+    RETURNING job.queue
 ),
 announced AS (
     SELECT pg_notify('ultimate_jobs_wake', due.queue)
-      FROM (SELECT DISTINCT woken.queue FROM woken WHERE woken.state = 'suspended') AS due
+      FROM (SELECT DISTINCT woken.queue FROM woken) AS due
 )
 SELECT published.id,
-       (SELECT count(*) FROM woken WHERE woken.state = 'suspended') AS woken,
+       (SELECT count(*) FROM woken) AS woken,
        (SELECT count(*) FROM announced) AS announced
   FROM published;
+
+-- name: event_wake :many
+-- Run right after event_publish, in the same transaction, with a fresh snapshot: wake
+-- the waits event_publish could not see or could not wake. A wait recorded while
+-- event_publish ran (its first look may have missed the uncommitted event) is flagged
+-- now; a suspension that committed while event_publish was blocked on its wait (so
+-- event_publish still saw the job running) is woken now. Usually it changes nothing.
+WITH published AS (
+    SELECT event.id, event.name, event.payload, event.tenant_id, event.published_at
+      FROM ultimate_jobs_event AS event
+     WHERE event.id = %(id)s::bigint
+),
+flagged AS (
+    UPDATE ultimate_jobs_step AS step
+       SET woken = true
+      FROM published, ultimate_jobs_job AS job
+     WHERE step.kind = 'event'
+       AND step.status = 'waiting'
+       AND step.event = published.name
+       AND NOT step.archived
+       AND published.payload @> step.match
+       AND job.id = step.job_id
+       AND job.tenant_id IS NOT DISTINCT FROM published.tenant_id
+       AND job.created_at <= published.published_at
+    RETURNING step.job_id
+),
+woken AS (
+    UPDATE ultimate_jobs_job AS job
+       SET run_at = coalesce(%(now)s::timestamptz, now())
+     WHERE job.id IN (SELECT flagged.job_id FROM flagged)
+       AND job.state = 'suspended'
+       AND job.run_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING job.queue
+),
+announced AS (
+    SELECT pg_notify('ultimate_jobs_wake', due.queue)
+      FROM (SELECT DISTINCT woken.queue FROM woken) AS due
+)
+SELECT (SELECT count(*) FROM woken) AS woken,
+       (SELECT count(*) FROM announced) AS announced;
 
 -- name: event_purge :many
 -- Delete up to `limit` expired events, oldest first; answers their ids. An expired
