@@ -4,7 +4,10 @@ tests/acceptance/test_durable_processes.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.db import transaction
 
 from tests.testapp.durable_jobs import atomic_write, events, record
 from tests.testapp.models import Record
@@ -93,3 +96,45 @@ def test_a_worker_whose_lease_was_taken_over_cannot_commit_its_writes(
     assert JobStep.objects.count() == 0
     row = Job.objects.get(pk=answer.id)
     assert (row.state, row.worker_id, row.attempt) == ("running", "other", 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_checkpoint_holds_off_a_takeover_but_not_the_heartbeat(
+    jobs, clean_registry, second_connection
+):
+    """S9, W3, W4: until the body's transaction commits, the recorded checkpoint keeps
+    the claim (another worker's claim skips the row even with its lease lapsed) while
+    this worker's heartbeat still renews it (no wait on the lock)."""
+    seen = {}
+
+    @job(name="tests.held_open", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def held_open(run):
+        with transaction.atomic():
+            run.atomic_step("write", lambda: record(run, "open", "written"))
+            owner = Job.objects.get(pk=run.job_id).lease_owner
+            second_connection.execute("SET lock_timeout = '2s'")
+            seen["renewed"] = second_connection.execute(
+                QUERIES["job_heartbeat"].text,
+                {
+                    "ids": [run.job_id],
+                    "lease_owners": [owner],
+                    "lease_seconds": 30.0,
+                    "now": None,
+                },
+            ).fetchall()[0][1]
+            seen["taken"] = second_connection.execute(
+                QUERIES["job_claim"].text,
+                {
+                    "queues": ["default"],
+                    "limit": 1,
+                    "worker_id": "other",
+                    "lease_seconds": 30.0,
+                    "dropped": [],
+                    "now": jobs.now() + timedelta(hours=1),
+                },
+            ).fetchall()
+
+    held_open.enqueue()
+    assert [str(a.outcome) for a in jobs.run()] == ["completed"]
+    assert seen == {"renewed": True, "taken": []}
+    assert events("open") == ["written"]

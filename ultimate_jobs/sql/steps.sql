@@ -2,9 +2,11 @@
 -- API makes on the job row it belongs to (suspend, reschedule, progress).
 --
 -- Every write is fenced on the claim like a settle (W3): it matches the job only while
--- it is 'running' under the caller's lease_owner, and the job row is locked FOR SHARE
--- until the write commits, so no other worker can take the job over in between. No row
--- answered means the claim is no longer the caller's and nothing was written.
+-- it is 'running' under the caller's lease_owner, and the job row is locked FOR KEY
+-- SHARE until the write commits, so no other worker's claim (FOR UPDATE SKIP LOCKED)
+-- can take the job over in between, while the heartbeat and progress updates of the
+-- same worker still go through. No row answered means the claim is no longer the
+-- caller's and nothing was written.
 -- Step stamps use statement_timestamp(): inside an atomic_step's transaction now()
 -- would be the transaction's start. %(now)s replaces the clock in tests.
 
@@ -23,8 +25,8 @@ SELECT step.name,
 
 -- name: step_record :many
 -- Record a completed step (run.step, run.atomic_step) with its JSON output (S1, S9).
--- Inside atomic_step this runs in the body's transaction: the FOR SHARE lock holds the
--- claim until the body's writes and this checkpoint commit together. A step already
+-- Inside atomic_step this runs in the body's transaction: the FOR KEY SHARE lock holds
+-- the claim until the body's writes and this checkpoint commit together. A step already
 -- recorded under the name keeps its first output, which is answered.
 WITH owner AS (
     SELECT job.id
@@ -32,7 +34,7 @@ WITH owner AS (
      WHERE job.id = %(job_id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-       FOR SHARE
+       FOR KEY SHARE
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, output, attempt, started_at, finished_at
@@ -60,7 +62,7 @@ WITH owner AS (
      WHERE job.id = %(job_id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-       FOR SHARE
+       FOR KEY SHARE
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at
@@ -88,7 +90,7 @@ WITH owner AS (
      WHERE job.id = %(job_id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-       FOR SHARE
+       FOR KEY SHARE
 )
 UPDATE ultimate_jobs_step AS step
    SET status = 'done',
@@ -110,7 +112,7 @@ WITH owner AS (
      WHERE job.id = %(job_id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-       FOR SHARE
+       FOR KEY SHARE
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at, event, match
@@ -144,7 +146,7 @@ WITH owner AS (
      WHERE job.id = %(job_id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-       FOR SHARE
+       FOR KEY SHARE
 ),
 wait AS (
     SELECT step.id, step.job_id, step.event, step.match, step.wake_at,
