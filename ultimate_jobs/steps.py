@@ -14,9 +14,10 @@ autocommit, so a checkpoint is durable when the call returns); ``atomic_step`` w
 checkpoint on Django's connection for the jobs alias, the one the body's ORM writes use,
 so the body's writes and the checkpoint commit in one transaction.
 
-Past the run's cancel no new step starts (``JobAborted``). A step whose function has
-already returned is still recorded during a drain (the row is still this worker's); after
-a deadline, a lost lease or an operator's cancel it is refused with ``JobAborted``.
+Past the run's cancel no new step starts (``JobAborted``). During a drain the row is
+still this worker's: a step whose function has already returned is still recorded, and
+a sleep or a wait still parks the run (which frees the worker, as the drain wants);
+after a deadline, a lost lease or an operator's cancel they are refused (``JobAborted``).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ class Journal:
         stored = self._enter(name, "sleep")
         if stored is not None and stored.status == "done":
             return
-        self._refuse_to_start(name)
+        self._refuse_to_park(name)
         if stored is None:
             rows = self._write("step_sleep", name=name, seconds=seconds)
             self._suspend(RunSuspended(name, wake_at=rows[0]["wake_at"]))
@@ -217,7 +218,7 @@ class Journal:
         stored = self._enter(check_name(name), "event")
         if stored is not None and stored.status != "waiting":
             return self._answer(name, event, stored.status, stored.output, timeout_ok)
-        self._refuse_to_start(name)
+        self._refuse_to_park(name)
         if stored is None:
             self._write(
                 "step_wait", name=name, event=event, match=wanted, timeout=seconds
@@ -315,6 +316,12 @@ class Journal:
         # A drain leaves the row this worker's: a finished step is still worth keeping.
         if self.token.is_set() and self.token.reason != DRAINING:
             raise JobAborted(f"{self.token.reason}, step {name!r} not recorded")
+
+    def _refuse_to_park(self, name: str) -> None:
+        # Parking frees the worker, which is what a drain wants: a sleep or a wait
+        # reached during a drain suspends the run rather than interrupting it.
+        if self.token.is_set() and self.token.reason != DRAINING:
+            raise JobAborted(f"{self.token.reason}, {name!r} not parked")
 
     def _suspend(self, suspension: RunSuspended) -> NoReturn:
         self.suspension = suspension

@@ -229,3 +229,31 @@ def test_retry_from_step_drops_that_step_and_every_later_one(jobs):
     ]
     # The children had finished (their keys free), so b and c were enqueued again.
     assert Job.objects.filter(name=fan_child.name).count() == 5
+
+
+def test_during_a_drain_a_finished_step_is_kept_and_a_sleep_still_parks(
+    jobs, clean_registry
+):
+    """S6 with W6: the row is still this worker's while it drains: the step whose
+    function returned is recorded, no new step starts (interrupted, not counted), and
+    a sleep suspends the run instead."""
+
+    @job(name="tests.drained", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def drained(run, park: bool = False):
+        run.step("first", lambda: run.cancel_token.cancel("DRAINING") and 1)
+        if park:
+            run.sleep("1h")
+        run.step("second", lambda: 2)
+
+    first = drained.enqueue()
+    [attempt] = jobs.run(until_idle=False)  # interrupted: due again at once
+    assert attempt.outcome == "interrupted"
+    assert isinstance(attempt.error, JobAborted)
+    assert steps(first.id) == [("first", "step", "done")]
+    assert state(first.id) == ("ready", 0)
+    api.cancel(first.id)
+
+    second = drained.enqueue(park=True)
+    [attempt] = jobs.run()
+    assert attempt.outcome == "suspended"
+    assert state(second.id) == ("suspended", 0)
