@@ -123,6 +123,7 @@ class JobAdmin(JobModelAdmin):
         "stop_reason",
         "pretty_error",
         "progress",
+        "step_trace",
         "correlation_id",
         "enqueued_by",
     )
@@ -159,6 +160,16 @@ class JobAdmin(JobModelAdmin):
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", job.last_error or "—")
+
+    @admin.display(description="steps")
+    def step_trace(self, job: Job) -> str:
+        """The current stage's steps with their timings (S1-S4; docs/steps.md)."""
+        lines = [
+            f"{s['name']}  {s['kind']}  {s['state']}  {s['started'] or '-'}"
+            f"  {s['finished'] or '-'}"
+            for s in api.job_json(job)["steps"]
+        ]
+        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -39,6 +39,17 @@ def test_the_job_list_and_detail_render_with_filters_and_id_search(
     assert "this input can never work" in detail.content.decode()
 
 
+def test_the_job_detail_shows_its_step_trace(client, operator, jobs):
+    from tests.testapp.durable_jobs import onboard
+
+    answer = onboard.enqueue(key="trace", email_failures=0)
+    jobs.run()
+    detail = client.get(reverse("admin:ultimate_jobs_job_change", args=[answer.id]))
+    page = detail.content.decode()
+    assert "provision  step  done" in page
+    assert "sleep:3d  sleep  waiting" in page
+
+
 def test_retry_action_requeues_and_is_audited(client, operator, jobs):
     answer = terminal.enqueue(key="t")
     jobs.run()
