@@ -102,7 +102,8 @@ def test_a_scrape_after_a_scripted_mix_shows_exact_counters_and_gauges(start_wor
         labels(queue=default, job=terminal.name): 2,
         labels(queue=default, job=hold.name): 1,
     }
-    assert value(series, "ultimate_jobs_claim_seconds_count") >= 4
+    # Seven jobs, four slots: at least two claims handed rows out.
+    assert value(series, "ultimate_jobs_claim_seconds_count") >= 2
     gauges = {
         name: samples(series, f"ultimate_jobs_queue_{name}")
         for name in ("depth", "running", "dead_jobs", "oldest_ready_seconds")
