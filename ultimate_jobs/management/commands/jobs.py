@@ -15,7 +15,7 @@ from ultimate_jobs.exceptions import JobsError
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, pause, resume, workers, stats."
+    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats."
 
     def add_arguments(self, parser: CommandParser) -> None:
         verbs = parser.add_subparsers(dest="verb", required=True)
@@ -108,6 +108,16 @@ class Command(BaseCommand):
     def do_resume(self, options: dict[str, Any]) -> dict[str, Any]:
         was_paused = api.resume_queue(options["queue"])
         return {"queue": options["queue"], "paused": False, "was_paused": was_paused}
+
+    def do_bulk(self, options: dict[str, Any]) -> dict[str, int]:
+        return api.bulk(
+            options["action"],
+            state=options["state"],
+            queue=options["queue"],
+            name=options["name"],
+            tenant_id=options["tenant"],
+            reason=options["reason"],
+        )
 
     def do_workers(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return introspection.workers()
