@@ -46,6 +46,16 @@ class Command(BaseCommand):
             sub = verbs.add_parser(verb, help=f"{verb} a queue")
             sub.add_argument("queue")
             sub.add_argument("--json", action="store_true")
+        bulk = verbs.add_parser(
+            "bulk", help="retry/cancel/remove/promote up to 1,000 matching jobs"
+        )
+        bulk.add_argument("action", choices=["retry", "cancel", "remove", "promote"])
+        bulk.add_argument("--state", required=True)
+        bulk.add_argument("--queue")
+        bulk.add_argument("--name")
+        bulk.add_argument("--tenant")
+        bulk.add_argument("--reason", default="cancelled from the command line")
+        bulk.add_argument("--json", action="store_true")
         for verb, text in (
             ("workers", "live workers"),
             ("stats", "jobs per queue and state"),
