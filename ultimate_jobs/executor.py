@@ -271,7 +271,7 @@ class Executor:
                 cancel_token=token,
             )
             with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
-                job_started.send(sender=name, run=run)
+                job_started.send(sender=handle, run=run)
                 logger.info("jobs.attempt.started", extra=_fields(job))
                 try:
                     result = self._call(handle, run, kwargs)
@@ -445,7 +445,7 @@ def announce(
                             },
                             exc_info=exc,
                         )
-        job_settled.send(sender=job["name"], settled=settled)
+        job_settled.send(sender=handle, settled=settled)
 
 
 def _fields(job: Row) -> dict[str, Any]:
