@@ -27,7 +27,7 @@ from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.durations import parse_duration
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.queues import validate_queue
-from ultimate_jobs.stats import QueueStats, live_workers, queue_stats
+from ultimate_jobs.stats import QueueStats, live_workers, queue_health
 
 CHECK_ID = "ultimate_jobs.W070"
 
@@ -155,7 +155,7 @@ def check(
 ) -> Readiness:
     """``readiness`` with thresholds already checked."""
     db = database or DjangoDatabase(get_settings().DATABASE)
-    stats = queue_stats(db, queues=thresholds.queues, now=now)
+    stats = queue_health(db, queues=thresholds.queues, now=now)
     workers = len(live_workers(db, now=now)) if thresholds.min_workers else 0
     return judge(stats, workers, thresholds)
 

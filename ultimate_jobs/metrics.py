@@ -6,7 +6,7 @@ Two kinds:
   (one per attempt, by outcome), ``ultimate_jobs_job_duration_seconds``,
   ``ultimate_jobs_leases_lost_total`` and ``ultimate_jobs_claim_seconds``.
 * Queue gauges computed by ``QueueCollector`` at scrape time with one grouped
-  statement (``queue_stats``): ``ultimate_jobs_queue_depth``,
+  statement (``queue_health``): ``ultimate_jobs_queue_depth``,
   ``ultimate_jobs_queue_oldest_ready_seconds``, ``ultimate_jobs_queue_running`` and
   ``ultimate_jobs_queue_dead_jobs``. Any process that exports the default registry
   (this package's ``/metrics`` view, django-prometheus's, ``jobs_worker
@@ -31,7 +31,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase, Row
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.stats import queue_stats
+from ultimate_jobs.stats import queue_health
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class QueueCollector:
         settings = get_settings()
         db = self.database or DjangoDatabase(settings.DATABASE)
         try:
-            stats = queue_stats(db, known=[*registry.queues(), *settings.QUEUES])
+            stats = queue_health(db, known=[*registry.queues(), *settings.QUEUES])
         except QueryError as exc:
             logger.warning("jobs.metrics.collect-failed", extra={"error": str(exc)})
             return

@@ -38,7 +38,7 @@ class LiveWorker:
     heartbeat_at: datetime
 
 
-def queue_stats(
+def queue_health(
     db: Database,
     *,
     queues: Sequence[str] | None = None,
@@ -51,7 +51,7 @@ def queue_stats(
     queues to report even when empty, so a gauge reads 0 instead of vanishing.
     """
     rows = db.run(
-        QUERIES["queue_stats"], queues=list(queues) if queues else None, now=now
+        QUERIES["queue_health"], queues=list(queues) if queues else None, now=now
     )
     found = {
         row["queue"]: QueueStats(

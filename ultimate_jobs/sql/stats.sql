@@ -4,12 +4,13 @@
 -- few seconds from every web process and worker must stay cheap. They take no row
 -- locks and write nothing.
 
--- name: queue_stats :many
+-- name: queue_health :many
 -- Per queue: depth (jobs due and waiting: 'ready', or 'delayed'/'suspended' whose
 -- run_at passed, i.e. what the next claim could take), oldest_ready_seconds (how long
 -- the longest-waiting of them has been due; 0 when none), running (claimed, lease
 -- held) and dead (dead letters). One pass over the live and dead rows through the
--- state indexes, grouped by queue. queues NULL means every queue; a queue without
+-- state indexes, grouped by queue; finished rows are never read (queue_stats, for
+-- operators, counts every state). queues NULL means every queue; a queue without
 -- such rows is absent from the answer.
 SELECT job.queue,
        count(*) FILTER (
