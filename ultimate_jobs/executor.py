@@ -22,7 +22,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
-from ultimate_jobs import payload
+from ultimate_jobs import metrics, payload
 from ultimate_jobs.context import correlation_scope, tenant_scope
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.declarations import Registry, registry
@@ -317,12 +317,14 @@ class Executor:
             logger.warning(
                 "jobs.settle.unowned", extra={**_fields(job), "reason": token.reason}
             )
+            duration = time.monotonic() - started
+            metrics.attempt_finished(job, metrics.UNOWNED, duration, jobs=self.jobs)
             return Attempt(
                 job["id"],
                 job["name"],
                 Outcome.RETRIED,
                 landed=False,
-                duration=time.monotonic() - started,
+                duration=duration,
                 error=exc,
             )
         definition = handle.definition if handle is not None else None
@@ -364,6 +366,8 @@ class Executor:
         run_at: Any = None,
     ) -> Attempt:
         duration = time.monotonic() - started
+        counted = str(outcome) if landed else metrics.UNOWNED
+        metrics.attempt_finished(job, counted, duration, jobs=self.jobs)
         fields = {
             **_fields(job),
             "outcome": str(outcome),
