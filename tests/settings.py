@@ -7,3 +7,4 @@ from testproject.settings import *  # noqa: F403
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING_CONFIG = None
+TASKS = {"default": {"BACKEND": "ultimate_jobs.backend.JobsBackend"}}

@@ -7,6 +7,7 @@ say exactly why (not found, live, running, or a key a live job holds).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -194,3 +195,70 @@ def job_json(job: Job) -> dict[str, Any]:
             if not step.archived
         ],
     }
+
+
+BULK_LIMIT = 1000
+_BULK = {
+    "retry": ("requeue", ("done", "failed", "dead", "cancelled")),
+    "cancel": ("cancel", ("ready", "delayed", "running", "suspended")),
+    "remove": (
+        "remove",
+        ("ready", "delayed", "suspended", "done", "failed", "dead", "cancelled"),
+    ),
+    "promote": ("promote", ("delayed", "suspended")),
+}
+
+
+def bulk(
+    verb: str,
+    *,
+    state: str,
+    queue: str | None = None,
+    name: str | None = None,
+    tenant_id: str | None = None,
+    reason: str = "",
+) -> dict[str, int]:
+    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
+
+    Answers ``{"affected": n, "remaining": m}``: ``remaining`` is what another call could
+    still move (a row whose key a live job holds is not counted), so calling until it is
+    zero ends. Each row moves through the same fenced statement as the single verb.
+    """
+    if verb not in _BULK:
+        raise InvalidArgument("verb", verb, f"one of {', '.join(_BULK)}")
+    kind, states = _BULK[verb]
+    if state not in states:
+        raise InvalidArgument(
+            "state", state, f"{verb} takes one of {', '.join(states)}"
+        )
+    rows = _db().run(
+        QUERIES["job_bulk_candidates"],
+        state=state,
+        queue=queue,
+        name=name,
+        tenant_id=tenant_id,
+        requeue=kind == "requeue",
+        limit=BULK_LIMIT,
+    )
+    single: dict[str, Callable[[object], object]] = {
+        "retry": retry,
+        "remove": remove,
+        "promote": promote,
+    }
+    affected = 0
+    for row in rows:
+        try:
+            if verb == "cancel":
+                cancel(row["id"], reason)
+            else:
+                single[verb](row["id"])
+        except (
+            JobNotRequeueable,
+            JobNotCancellable,
+            JobNotRemovable,
+            JobNotPromotable,
+            JobDuplicate,
+        ):
+            continue  # it moved on (or a key was taken) between the read and the write
+        affected += 1
+    return {"affected": affected, "remaining": rows[0]["remaining"] if rows else 0}

@@ -1,4 +1,5 @@
-"""The Django app: autodiscovers ``<app>.jobs`` modules and registers the checks."""
+"""The Django app: autodiscovers ``<app>.jobs`` modules, registers the checks and the
+queue gauges (metrics.py) in prometheus_client's default registry."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ultimate_jobs import checks  # noqa: F401 - registers the system checks
+        from ultimate_jobs import (
+            checks,  # noqa: F401 - registers the system checks
+            metrics,  # noqa: F401 - registers the queue gauges
+        )
 
         autodiscover_modules("jobs")

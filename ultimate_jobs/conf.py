@@ -25,6 +25,7 @@ from ultimate_jobs.queues import validate_queue
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")
+LOG_FORMATS = ("text", "json")
 _env = environ.Env()
 
 
@@ -53,6 +54,7 @@ class JobsSettings:
         "production"  # where this deployment runs (backfill environments)
     )
     WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
+    LOG_FORMAT: str = "text"  # the worker commands' default log lines: "text" | "json"
     EVENT_RETENTION: float = 7 * 86400.0  # seconds a published event stays matchable
 
     @property
@@ -145,6 +147,12 @@ def _clean(key: str, value: object) -> Any:
         return value
     if key == "WAKE":
         return _bool(key, value)
+    if key == "LOG_FORMAT":
+        if value not in LOG_FORMATS:
+            raise ConfigurationError(
+                key, value, f"expected one of {', '.join(LOG_FORMATS)}"
+            )
+        return value
     if key in {"DATABASE", "ENVIRONMENT"}:
         if not isinstance(value, str) or not value:
             raise ConfigurationError(key, value, "expected a non-empty string")

@@ -6,6 +6,11 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+try:  # optional: the enqueue records the current span's traceparent (M2)
+    import opentelemetry.trace as otel_trace
+except ImportError:  # pragma: no cover - exercised where it is not installed
+    otel_trace = None  # type: ignore[assignment]
+
 _tenant: ContextVar[str | None] = ContextVar("ultimate_jobs_tenant", default=None)
 _correlation: ContextVar[str] = ContextVar("ultimate_jobs_correlation_id", default="")
 
@@ -26,8 +31,24 @@ def tenant_scope(tenant_id: str | None) -> Iterator[None]:
 
 
 def current_correlation_id() -> str:
-    """The correlation id an enqueue made here would record ('' when none is set)."""
-    return _correlation.get()
+    """The correlation id an enqueue made here would record (M2).
+
+    The one a ``correlation_scope`` (or the correlation middleware) set; else, when
+    OpenTelemetry is installed and a span is current, that span's W3C ``traceparent``;
+    else ''.
+    """
+    return _correlation.get() or current_traceparent()
+
+
+def current_traceparent() -> str:
+    """The W3C ``traceparent`` of the current OpenTelemetry span ('' without one, or
+    when the ``opentelemetry-api`` package is not installed)."""
+    if otel_trace is None:
+        return ""
+    span = otel_trace.get_current_span().get_span_context()
+    if not span.is_valid:
+        return ""
+    return f"00-{span.trace_id:032x}-{span.span_id:016x}-{span.trace_flags:02x}"
 
 
 @contextlib.contextmanager

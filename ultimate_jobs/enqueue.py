@@ -25,6 +25,7 @@ from ultimate_jobs.declarations import (
     Concurrency,
     JobDefinition,
     _NoTenant,
+    registry,
 )
 from ultimate_jobs.exceptions import (
     InvalidArgument,
@@ -251,6 +252,9 @@ def enqueue_inputs(
         answers = publish(db, rows)
         if handle.options.on_conflict == "error":
             _raise_on_duplicate(handle, rows, answers)
+    # Signals are sent by the registered handle (not a .using() copy), so receivers
+    # can connect with sender=my_job.
+    registered = registry.get(handle.name) if handle.name in registry else handle
     for row, answer in zip(rows, answers, strict=True):
         logger.info(
             "jobs.enqueued",
@@ -264,7 +268,7 @@ def enqueue_inputs(
             },
         )
         if not answer.deduped:
-            job_enqueued.send(sender=row.name, enqueued=answer, handle=handle)
+            job_enqueued.send(sender=registered, enqueued=answer, handle=handle)
     return answers
 
 

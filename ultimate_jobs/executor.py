@@ -27,7 +27,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
-from ultimate_jobs import payload
+from ultimate_jobs import metrics, payload
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import correlation_scope, tenant_scope
 from ultimate_jobs.db import Database, DjangoDatabase, Row
@@ -344,7 +344,7 @@ class Executor:
             )
             ending = _Ending(job, handle, kwargs, journal, token, started)
             with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
-                job_started.send(sender=name, run=run)
+                job_started.send(sender=handle, run=run)
                 logger.info("jobs.attempt.started", extra=_fields(job))
                 if self.deadline_settler is not None:
                     deadlines.on_expiry = lambda what: self._settle_at_deadline(
@@ -544,12 +544,14 @@ class Executor:
             logger.warning(
                 "jobs.settle.unowned", extra={**_fields(job), "reason": token.reason}
             )
+            duration = time.monotonic() - started
+            metrics.attempt_finished(job, metrics.UNOWNED, duration, jobs=self.jobs)
             return Attempt(
                 job["id"],
                 job["name"],
                 Outcome.RETRIED,
                 landed=False,
-                duration=time.monotonic() - started,
+                duration=duration,
                 error=exc,
             )
         definition = handle.definition if handle is not None else None
@@ -601,6 +603,8 @@ class Executor:
         due_in: float | None = None,
     ) -> Attempt:
         duration = time.monotonic() - started
+        counted = str(outcome) if landed else metrics.UNOWNED
+        metrics.attempt_finished(job, counted, duration, jobs=self.jobs)
         fields = {
             **_fields(job),
             "outcome": str(outcome),
@@ -680,7 +684,7 @@ def announce(
                             },
                             exc_info=exc,
                         )
-        job_settled.send(sender=job["name"], settled=settled)
+        job_settled.send(sender=handle, settled=settled)
 
 
 @dataclass(eq=False)

@@ -58,6 +58,8 @@ class Job(models.Model):
     error_code = models.CharField(max_length=64, blank=True, db_default="")
     stop_reason = models.CharField(max_length=32, blank=True, db_default="")
     progress = models.JSONField(null=True, blank=True)
+    # The return value, kept only for django.tasks (X2); job bodies' results are not stored.
+    result = models.JSONField(null=True, blank=True)
     correlation_id = models.CharField(max_length=255, blank=True, db_default="")
     enqueued_by = models.CharField(max_length=255, blank=True, db_default="")
 

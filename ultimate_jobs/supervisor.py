@@ -1,9 +1,10 @@
 """``jobs_worker --processes P``: supervise P worker processes (W7).
 
-Each child is the same command line without ``--processes``. A child that dies while the
-supervisor is not stopping is restarted (with a short backoff when it keeps dying). The
-first SIGTERM/SIGINT is forwarded to every child (each drains), a second one too (each
-ends its drain at once); the supervisor exits when every child has.
+Each child is the same command line without ``--processes`` and ``--metrics-port`` (the
+supervisor serves its children's merged metrics, exposition.py). A child that dies while
+the supervisor is not stopping is restarted (with a short backoff when it keeps dying).
+The first SIGTERM/SIGINT is forwarded to every child (each drains), a second one too
+(each ends its drain at once); the supervisor exits when every child has.
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ from types import FrameType
 logger = logging.getLogger(__name__)
 
 
+# Options only the supervisor acts on: the children must not fork again, and the
+# supervisor alone serves the merged metrics (exposition.py).
+SUPERVISOR_OPTIONS = ("--processes", "--metrics-port")
+
+
 def child_command(argv: Sequence[str]) -> list[str]:
-    """The command line of one child: ``argv`` without ``--processes N``."""
+    """The command line of one child: ``argv`` without ``--processes N`` and
+    ``--metrics-port PORT``."""
     out: list[str] = []
     skip = False
     for arg in argv:
         if skip:
             skip = False
             continue
-        if arg == "--processes":
+        if arg in SUPERVISOR_OPTIONS:
             skip = True
             continue
-        if arg.startswith("--processes="):
+        if arg.startswith(tuple(f"{option}=" for option in SUPERVISOR_OPTIONS)):
             continue
         out.append(arg)
     return out

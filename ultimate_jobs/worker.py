@@ -222,6 +222,7 @@ class Worker:
         return free
 
     def _claim(self, db: DirectDatabase, limit: int) -> int:
+        started = time.monotonic()
         rows = db.run(
             QUERIES["job_claim"],
             queues=self.queues,
@@ -231,6 +232,7 @@ class Worker:
             dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
             now=None,
         )
+        metrics.claim_finished(time.monotonic() - started)
         claimed = 0
         for row in rows:
             if row.pop("buried"):
@@ -255,8 +257,10 @@ class Worker:
                 "job_name": row["name"],
                 "attempt": row["attempt"],
                 "error": "LEASE_LAPSED_FINAL_ATTEMPT",
+                "correlation_id": row["correlation_id"],
             },
         )
+        metrics.job_buried(row, jobs=self.jobs)
         if row["name"] in self.jobs:
             dead = row["state"] == "dead"
             outcome = Outcome.DEAD_LETTERED if dead else Outcome.DROPPED
@@ -302,7 +306,11 @@ class Worker:
             self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
         except Exception:
             logger.exception(
-                "jobs.attempt.crashed", extra={"job_id": str(entry.row["id"])}
+                "jobs.attempt.crashed",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "correlation_id": entry.row["correlation_id"],
+                },
             )
         finally:
             with self._lock:
@@ -360,7 +368,11 @@ class Worker:
                 if entry.token.cancel(CANCELLED):
                     logger.warning(
                         "jobs.run.cancelled",
-                        extra={"job_id": str(row["id"]), "job_name": entry.row["name"]},
+                        extra={
+                            "job_id": str(row["id"]),
+                            "job_name": entry.row["name"],
+                            "correlation_id": entry.row["correlation_id"],
+                        },
                     )
             else:
                 self._lose(entry)
@@ -381,6 +393,7 @@ class Worker:
                     "job_name": entry.row["name"],
                     "queue": entry.row["queue"],
                     "worker_id": self.worker_id,
+                    "correlation_id": entry.row["correlation_id"],
                 },
             )
             metrics.lease_lost(entry.row["queue"])

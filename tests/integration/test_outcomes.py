@@ -173,13 +173,13 @@ def test_on_settled_and_signals_are_told_once_per_ending(jobs):
     seen_settled, seen_started = [], []
 
     def on_settled(sender, settled, **kwargs):
-        seen_settled.append((sender, str(settled.outcome)))
+        seen_settled.append((sender.name, str(settled.outcome)))
 
     def on_started(sender, run, **kwargs):
-        seen_started.append((sender, run.attempt))
+        seen_started.append((sender.name, run.attempt))
 
-    job_settled.connect(on_settled)
-    job_started.connect(on_started)
+    job_settled.connect(on_settled, sender=watched)
+    job_started.connect(on_started, sender=watched)
     try:
         watched.enqueue(key="ok")
         watched.enqueue(key="bad", fail=True)
@@ -187,8 +187,8 @@ def test_on_settled_and_signals_are_told_once_per_ending(jobs):
         jobs.travel(minutes=1)
         jobs.run()
     finally:
-        job_settled.disconnect(on_settled)
-        job_started.disconnect(on_started)
+        job_settled.disconnect(on_settled, sender=watched)
+        job_started.disconnect(on_started, sender=watched)
     assert sorted(testjobs.settled_log) == [
         ("completed", "testapp.watched"),
         ("dead-lettered", "testapp.watched"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -181,6 +182,16 @@ def remember(settled) -> None:
 def watched(run: Run, key: str, fail: bool = False) -> None:
     if fail:
         raise RuntimeError("watched failure")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def chatty(run: Run, key: str) -> None:
+    """Log through the run's logger and through a logger that knows nothing of the job
+    (M2: both lines must carry the job's correlation id)."""
+    run.logger.info("testapp.chatty.step", extra={"key": key})
+    logging.getLogger("ultimate_jobs.testapp").info(
+        "testapp.chatty.plain", extra={"key": key}
+    )
 
 
 from . import durable_jobs  # noqa: E402, F401 - the durable-step tests' jobs

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0001_initial"),
+        ("ultimate_jobs", "0006_job_result"),
     ]
 
     operations = [

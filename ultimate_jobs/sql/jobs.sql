@@ -401,3 +401,47 @@ DELETE FROM ultimate_jobs_job AS job
  WHERE job.id = %(id)s::uuid
    AND job.state <> 'running'
 RETURNING job.id;
+
+-- name: job_bulk_candidates :many
+-- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per
+-- call). For a requeue, a finished row whose key a live job holds is left out (it could
+-- not move), and of several finished rows sharing one key only the oldest is taken,
+-- so "call until remaining is zero" ends. `remaining` counts what a later call could
+-- still move after these.
+WITH matching AS (
+    SELECT job.id, job.name, job.tenant_id, job.idempotency_key
+      FROM ultimate_jobs_job AS job
+     WHERE job.state = %(state)s::text
+       AND (%(queue)s::text IS NULL OR job.queue = %(queue)s::text)
+       AND (%(name)s::text IS NULL OR job.name = %(name)s::text)
+       AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
+       AND (
+            NOT %(requeue)s::boolean
+            OR NOT EXISTS (
+                   SELECT 1
+                     FROM ultimate_jobs_job AS live
+                    WHERE live.name = job.name
+                      AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
+                      AND live.idempotency_key = job.idempotency_key
+                      AND live.state IN ('ready', 'delayed', 'running', 'suspended')
+               )
+       )
+),
+movable AS (
+    SELECT DISTINCT ON (
+               CASE WHEN %(requeue)s::boolean THEN matching.name END,
+               CASE WHEN %(requeue)s::boolean THEN coalesce(matching.tenant_id, '') END,
+               CASE WHEN %(requeue)s::boolean THEN matching.idempotency_key ELSE matching.id::text END
+           )
+           matching.id
+      FROM matching
+     ORDER BY CASE WHEN %(requeue)s::boolean THEN matching.name END,
+              CASE WHEN %(requeue)s::boolean THEN coalesce(matching.tenant_id, '') END,
+              CASE WHEN %(requeue)s::boolean THEN matching.idempotency_key ELSE matching.id::text END,
+              matching.id
+)
+SELECT movable.id,
+       count(*) OVER () - least(count(*) OVER (), %(limit)s::integer) AS remaining
+  FROM movable
+ ORDER BY movable.id
+ LIMIT %(limit)s::integer;

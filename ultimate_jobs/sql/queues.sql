@@ -12,3 +12,28 @@ VALUES (%(queue)s::text, now(), %(paused_by)s::text)
 DELETE FROM ultimate_jobs_queue_pause AS pause
  WHERE pause.queue = %(queue)s::text
 RETURNING pause.queue, pg_notify('ultimate_jobs_wake', pause.queue) IS NULL AS announced;
+
+-- name: queue_stats :many
+-- Jobs per (queue, state), the oldest ready job's age in seconds, and whether the
+-- queue is paused, in one grouped read (a paused queue with no jobs appears with a
+-- NULL state). For operators and dashboards, not the hot path.
+SELECT counted.queue,
+       counted.state,
+       counted.jobs,
+       counted.oldest_ready_seconds,
+       EXISTS (
+           SELECT 1 FROM ultimate_jobs_queue_pause AS pause WHERE pause.queue = counted.queue
+       ) AS paused
+  FROM (
+        SELECT job.queue,
+               job.state,
+               count(*) AS jobs,
+               extract(epoch FROM now() - min(job.run_at) FILTER (WHERE job.state = 'ready'))
+                   AS oldest_ready_seconds
+          FROM ultimate_jobs_job AS job
+         GROUP BY job.queue, job.state
+         UNION ALL
+        SELECT pause.queue, NULL, 0, NULL
+          FROM ultimate_jobs_queue_pause AS pause
+       ) AS counted
+ ORDER BY counted.queue, counted.state;

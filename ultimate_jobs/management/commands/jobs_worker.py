@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.exposition import serve_worker_metrics
 from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.queues import validate_queue
@@ -78,12 +79,15 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"--{name.replace('_', '-')}={options[name]}: must be at least 1"
                 )
+        if options["metrics_port"] is not None:
+            try:
+                serve_worker_metrics(
+                    options["metrics_port"], supervisor=options["processes"] > 1
+                )
+            except JobsError as exc:
+                raise CommandError(str(exc)) from exc
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
-        if options["metrics_port"]:
-            from prometheus_client import start_http_server
-
-            start_http_server(options["metrics_port"])
         lifecycle = Lifecycle()
         lifecycle.install_signals()
         wake = (

@@ -1,0 +1,20 @@
+"""The test project's URLs plus views only the tests use."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from testproject.urls import urlpatterns as project_urlpatterns
+from ultimate_jobs.views import readiness_view
+
+from .views import enqueue_chatty
+
+urlpatterns = [
+    *project_urlpatterns,
+    path("chatty/<str:key>", enqueue_chatty),
+    path("ready/depth-3", readiness_view(max_depth=3, min_workers=0)),
+    path("ready/depth-2", readiness_view(max_depth=2, min_workers=0)),
+    path("ready/lag-5m", readiness_view(max_lag="5m", min_workers=0)),
+    path("ready/lag-1m", readiness_view(max_lag="1m", min_workers=0)),
+    path("ready/parked", readiness_view(max_depth=0, queues=["parked"])),
+]

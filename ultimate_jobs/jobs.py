@@ -1,0 +1,66 @@
+"""The jobs this app declares itself: the bridge that runs django.tasks Tasks (X2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from ultimate_jobs.declarations import NO_TENANT, job
+from ultimate_jobs.retry import Retry
+from ultimate_jobs.run import Run
+from ultimate_jobs.signals import job_settled
+
+BRIDGE = "ultimate_jobs.django_task"
+
+
+@job(
+    name=BRIDGE,
+    idempotency_key=lambda p: p["call_id"],
+    tenant=NO_TENANT,
+    retry=Retry(attempts=1),  # django.tasks has no retries: a failure is FAILED
+    description="Runs one django.tasks Task enqueued through ultimate_jobs.backend.",
+)
+def django_task(
+    run: Run,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    backend: str,
+    call_id: str,
+) -> None:
+    from ultimate_jobs.backend import (
+        TaskContext,
+        from_signals,
+        normalize_json,
+        task_result,
+    )
+    from ultimate_jobs.models import Job
+
+    rows = Job.objects.filter(pk=run.job_id, state="running")
+    current = task_result(rows.get(), backend)
+    from_signals().task_started.send(
+        sender=type(current.task.get_backend()), task_result=current
+    )
+    target = import_string(task)
+    if target.takes_context:
+        value = target.call(TaskContext(task_result=current), *args, **kwargs)
+    else:
+        value = target.call(*args, **kwargs)
+    # Kept for get_result(); written while this attempt still holds the row.
+    rows.update(result=normalize_json(value))
+
+
+@receiver(job_settled, sender=django_task)
+def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
+    """task_finished fires once the row is settled, so get_result() agrees with it."""
+    from ultimate_jobs.backend import from_signals, task_result
+    from ultimate_jobs.models import Job
+
+    job = Job.objects.filter(pk=settled.job_id).first()
+    if job is not None:
+        result = task_result(job)
+        from_signals().task_finished.send(
+            sender=type(result.task.get_backend()), task_result=result
+        )

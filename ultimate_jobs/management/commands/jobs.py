@@ -1,0 +1,164 @@
+"""``manage.py jobs``: the operator verbs of the admin on the command line (P3).
+
+``--json`` output is stable and documented in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ultimate_jobs import api, introspection
+from ultimate_jobs.exceptions import JobsError
+
+
+class Command(BaseCommand):
+    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        verbs = parser.add_subparsers(dest="verb", required=True)
+        listing = verbs.add_parser("list", help="one page of jobs, newest first")
+        listing.add_argument("--state")
+        listing.add_argument("--queue")
+        listing.add_argument("--name")
+        listing.add_argument("--tenant")
+        listing.add_argument("--id-prefix")
+        listing.add_argument("--limit", type=int, default=introspection.DEFAULT_PAGE)
+        listing.add_argument(
+            "--after", help="the cursor a previous page answered as next"
+        )
+        listing.add_argument("--json", action="store_true")
+        for verb, text in (
+            ("show", "one job with its steps"),
+            ("retry", "requeue a finished job"),
+            ("cancel", "cancel a live job"),
+            ("remove", "delete a job that is not running"),
+            ("promote", "make a delayed job due now"),
+        ):
+            sub = verbs.add_parser(verb, help=text)
+            sub.add_argument("id")
+            sub.add_argument("--json", action="store_true")
+            if verb == "cancel":
+                sub.add_argument("--reason", default="cancelled from the command line")
+        for verb in ("pause", "resume"):
+            sub = verbs.add_parser(verb, help=f"{verb} a queue")
+            sub.add_argument("queue")
+            sub.add_argument("--json", action="store_true")
+        bulk = verbs.add_parser(
+            "bulk", help="retry/cancel/remove/promote up to 1,000 matching jobs"
+        )
+        bulk.add_argument("action", choices=["retry", "cancel", "remove", "promote"])
+        bulk.add_argument("--state", required=True)
+        bulk.add_argument("--queue")
+        bulk.add_argument("--name")
+        bulk.add_argument("--tenant")
+        bulk.add_argument("--reason", default="cancelled from the command line")
+        bulk.add_argument("--json", action="store_true")
+        for verb, text in (
+            ("workers", "live workers"),
+            ("stats", "jobs per queue and state"),
+        ):
+            verbs.add_parser(verb, help=text).add_argument(
+                "--json", action="store_true"
+            )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verb = options["verb"]
+        try:
+            result = getattr(self, f"do_{verb}")(options)
+        except JobsError as exc:
+            if options.get("json"):
+                self.stdout.write(
+                    json.dumps({"error": {"code": exc.code, "message": exc.message}})
+                )
+            raise CommandError(str(exc)) from exc
+        if options.get("json"):
+            self.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=str))
+        else:
+            self._print(verb, result)
+
+    # -- verbs -----------------------------------------------------------------------
+
+    def do_list(self, options: dict[str, Any]) -> dict[str, Any]:
+        return introspection.list_jobs(
+            state=options["state"],
+            queue=options["queue"],
+            name=options["name"],
+            tenant=options["tenant"],
+            id_prefix=options["id_prefix"],
+            limit=options["limit"],
+            after=options["after"],
+        )
+
+    def do_show(self, options: dict[str, Any]) -> dict[str, Any]:
+        return api.get(options["id"])
+
+    def do_retry(self, options: dict[str, Any]) -> dict[str, Any]:
+        run_id = api.retry(options["id"])
+        return {"id": options["id"], "run_id": str(run_id), "state": "ready"}
+
+    def do_cancel(self, options: dict[str, Any]) -> dict[str, Any]:
+        api.cancel(options["id"], options["reason"])
+        return {"id": options["id"], "state": "cancelled"}
+
+    def do_remove(self, options: dict[str, Any]) -> dict[str, Any]:
+        api.remove(options["id"])
+        return {"id": options["id"], "removed": True}
+
+    def do_promote(self, options: dict[str, Any]) -> dict[str, Any]:
+        api.promote(options["id"])
+        return {"id": options["id"], "state": "ready"}
+
+    def do_pause(self, options: dict[str, Any]) -> dict[str, Any]:
+        api.pause_queue(options["queue"], by="manage.py jobs")
+        return {"queue": options["queue"], "paused": True}
+
+    def do_resume(self, options: dict[str, Any]) -> dict[str, Any]:
+        was_paused = api.resume_queue(options["queue"])
+        return {"queue": options["queue"], "paused": False, "was_paused": was_paused}
+
+    def do_bulk(self, options: dict[str, Any]) -> dict[str, int]:
+        return api.bulk(
+            options["action"],
+            state=options["state"],
+            queue=options["queue"],
+            name=options["name"],
+            tenant_id=options["tenant"],
+            reason=options["reason"],
+        )
+
+    def do_workers(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return introspection.workers()
+
+    def do_stats(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return introspection.queue_stats()
+
+    # -- text output -----------------------------------------------------------------
+
+    def _print(self, verb: str, result: Any) -> None:
+        if verb == "list":
+            for job in result["jobs"]:
+                self.stdout.write(
+                    f"{job['id']}  {job['state']:<9} {job['attempt']}/{job['max_attempts']}  "
+                    f"{job['queue']:<12} {job['name']}"
+                )
+            if result["next"]:
+                self.stdout.write(f"next page: --after {result['next']}")
+        elif verb == "stats":
+            for queue in result:
+                states = " ".join(f"{k}={v}" for k, v in queue["states"].items() if v)
+                paused = " (paused)" if queue["paused"] else ""
+                self.stdout.write(f"{queue['queue']}{paused}: {states or 'empty'}")
+        elif verb == "workers":
+            for worker in result:
+                self.stdout.write(
+                    f"{worker['id']}  queues={','.join(worker['queues'])} slots={worker['slots']} "
+                    f"in_flight={len(worker['in_flight'])} heartbeat={worker['heartbeat_at']}"
+                )
+        elif verb == "show":
+            for key, value in result.items():
+                self.stdout.write(f"{key}: {value}")
+        else:
+            self.stdout.write(" ".join(f"{k}={v}" for k, v in result.items()))
