@@ -126,7 +126,7 @@ def test_a_killed_listen_session_is_redialled(second_connection, caplog):
         with caplog.at_level(logging.INFO, logger="ultimate_jobs.wake"):
             second_connection.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = 'ultimate_jobs wake' AND pid <> pg_backend_pid()"
+                "WHERE application_name = 'ultimate_jobs wake' AND datname = current_database() AND pid <> pg_backend_pid()"
             )
             wait_for(lambda: "jobs.wake.lost" in caplog.messages, timeout=10)
             wait_for(lambda: caplog.messages.count("jobs.wake.live") >= 1, timeout=10)
