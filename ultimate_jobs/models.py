@@ -166,9 +166,8 @@ class Lease(models.Model):
     name = models.CharField(max_length=200)  # the job name, for the claim's caps
     holder = models.UUIDField()
     job_id = models.UUIDField()
-    taken_from = models.UUIDField(
-        null=True, blank=True
-    )  # the lapsed or finished holder
+    # The holder this slot was taken over from (a lapsed or settled run), if any.
+    taken_from = models.UUIDField(null=True, blank=True)
     acquired_at = models.DateTimeField()
     expires_at = models.DateTimeField()
 
