@@ -36,6 +36,7 @@ from ultimate_jobs.exceptions import (
 )
 from ultimate_jobs.handle import Enqueued
 from ultimate_jobs.ids import uuid7
+from ultimate_jobs.leases import keyed_lease_key
 from ultimate_jobs.signals import job_enqueued
 from ultimate_jobs.sql import QUERIES
 
@@ -63,6 +64,7 @@ class Row:
     delay: float
     correlation_id: str
     enqueued_by: str
+    concurrency_key: str | None = None  # the lease key of a keyed limit (L2)
 
 
 def _call(
@@ -148,7 +150,7 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
                 job=definition.name,
             )
         encoded = payload.encode(definition.name, definition.signature, kwargs)
-        concurrency_key_of(definition, kwargs)
+        key = concurrency_key_of(definition, kwargs)
         rows.append(
             Row(
                 id=uuid7(),
@@ -166,6 +168,9 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
                 delay=options.delay,
                 correlation_id=current_correlation_id()[:255],
                 enqueued_by=actor_id(options.actor),
+                concurrency_key=None
+                if key is None
+                else keyed_lease_key(definition.name, key),
             )
         )
     return rows
@@ -187,6 +192,7 @@ def array_params(rows: list[Row]) -> dict[str, Any]:
         "delays": [r.delay for r in rows],
         "correlation_ids": [r.correlation_id for r in rows],
         "enqueued_bys": [r.enqueued_by for r in rows],
+        "concurrency_keys": [r.concurrency_key for r in rows],
     }
 
 

@@ -1,4 +1,5 @@
-"""The tables: jobs (dead letters included, as state "dead"), paused queues, workers.
+"""The tables: jobs (dead letters included, as state "dead"), paused queues, workers,
+concurrency leases.
 
 The hot statements that write these tables are the named SQL in ``sql/``; the models own
 the schema (through ordinary migrations) and the read QuerySets the admin and the
@@ -62,6 +63,9 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     correlation_id = models.CharField(max_length=255, blank=True, db_default="")
     enqueued_by = models.CharField(max_length=255, blank=True, db_default="")
+    # L2: the lease key of a keyed concurrency limit, computed from the input at enqueue
+    # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
+    concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "ultimate_jobs_job"
@@ -238,3 +242,41 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.id}"
+
+
+class Lease(models.Model):
+    """One held slot of a fleet-wide concurrency limit (L1, L2); see leases.py.
+
+    ``key`` is ``job:<name>`` for ``concurrency=N`` and ``job-key:<encoded name>:<key>``
+    for ``Concurrency(key=...)``; slots are numbered 0 to limit - 1. ``holder`` is the
+    claim token (``Job.lease_owner``) of the run holding the slot: the slot is held
+    while that run is running under that token and the lease has not lapsed.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    key = models.CharField(max_length=1000)
+    slot = models.IntegerField()
+    name = models.CharField(max_length=200)  # the job name, for the claim's caps
+    holder = models.UUIDField()
+    job_id = models.UUIDField()
+    # The holder this slot was taken over from (a lapsed or settled run), if any.
+    taken_from = models.UUIDField(null=True, blank=True)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_lease"
+        ordering = ("key", "slot")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("key", "slot"), name="ultimate_jobs_lease_slot"
+            ),
+        )
+        indexes = (
+            models.Index(fields=("holder",), name="ultimate_jobs_lease_holder"),
+            models.Index(fields=("name",), name="ultimate_jobs_lease_name"),
+            models.Index(fields=("expires_at",), name="ultimate_jobs_lease_expiry"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.key}#{self.slot}"

@@ -56,6 +56,7 @@ def _worker(options: RoleOptions) -> Role:
         settings=options.settings,
         lifecycle=options.lifecycle,
         wake=options.wake,
+        limits=options.extra.get("limits"),  # per-process budgets (L3)
     )
 
 

@@ -30,6 +30,7 @@ from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.events import reset_events
 from ultimate_jobs.executor import Attempt, Executor, Outcome, Settler, announce
+from ultimate_jobs.limits import Admission, admit, claim_parameters
 from ultimate_jobs.sql import QUERIES
 
 
@@ -116,12 +117,18 @@ class JobsTestRunner:
                 lease_seconds=get_settings().LEASE,
                 dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
                 now=self.clock.now(),
+                **claim_parameters(self.jobs),  # fleet caps (L1, L2)
             )
             if not rows:
                 return None
             row = rows[0]
             if not row.pop("buried"):
-                return row
+                if (
+                    admit(self.db, self.jobs, row, now=self.clock.now())
+                    is Admission.RUN
+                ):
+                    return row
+                continue  # refused, or handed back with its concurrency key
             if row["name"] in self.jobs:
                 outcome = (
                     Outcome.DEAD_LETTERED if row["state"] == "dead" else Outcome.DROPPED

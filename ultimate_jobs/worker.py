@@ -41,7 +41,9 @@ from ultimate_jobs.db import DirectDatabase, Row
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.executor import Executor, Outcome, Settler, announce
+from ultimate_jobs.leases import release_slots
 from ultimate_jobs.lifecycle import DRAIN, FINISH, Lifecycle
+from ultimate_jobs.limits import Admission, Budget, Limits, admit, claim_parameters
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.timers import WakeTimer
@@ -87,6 +89,7 @@ class Worker:
         jobs: Registry = registry,
         lifecycle: Lifecycle | None = None,
         wake: Wake | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self.jobs = jobs
@@ -100,6 +103,7 @@ class Worker:
             f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
         self.stats = WorkerStats()
+        self.budget = Budget(limits)  # per-process budgets (L3); fleet caps are in SQL
         self.started_at = datetime.now(UTC)
         self._held: dict[uuid.UUID, Held] = {}
         self._lock = threading.Lock()
@@ -199,13 +203,14 @@ class Worker:
             if failures:
                 logger.info("jobs.db.reconnected", extra={"worker_id": self.worker_id})
                 failures = 0
-            self._saturated = claimed >= free
+            # Under a budget a finishing run may make room: it wakes the loop (L3).
+            self._saturated = claimed >= free or self.budget.limits.bounded
             if claimed:
                 idle = poll
                 if not self._saturated:
                     self._wait(poll)
             else:
-                self._wait(idle)
+                self._wait(min(idle, self.budget.retry_in() or idle))
                 idle = min(idle * 2, self.idle_ceiling())
 
     def _wait(self, seconds: float) -> None:
@@ -214,14 +219,19 @@ class Worker:
 
     def _free_slots(self) -> int:
         with self._lock:
-            free = self.concurrency - len(self._held)
+            free = self.budget.free(self.concurrency, self._held_rows())
         if self._claims_left is not None:
             if self._claims_left <= 0:
                 self.lifecycle.stop(FINISH)
             free = min(free, self._claims_left)
         return free
 
+    def _held_rows(self) -> list[Row]:
+        return [entry.row for entry in self._held.values()]
+
     def _claim(self, db: DirectDatabase, limit: int) -> int:
+        with self._lock:
+            held = self._held_rows()
         started = time.monotonic()
         rows = db.run(
             QUERIES["job_claim"],
@@ -231,6 +241,7 @@ class Worker:
             lease_seconds=self.settings.LEASE,
             dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
             now=None,
+            **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
         )
         metrics.claim_finished(time.monotonic() - started)
         claimed = 0
@@ -238,6 +249,12 @@ class Worker:
             if row.pop("buried"):
                 self._announce_exhausted(row)
                 continue
+            admission = admit(db, self.jobs, row)
+            if admission is not Admission.RUN:
+                outcome = str(admission)
+                self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
+                continue
+            self.budget.started([row])
             entry = Held(row)
             with self._lock:
                 self._held[row["id"]] = entry
@@ -316,7 +333,10 @@ class Worker:
             with self._lock:
                 self._held.pop(entry.row["id"], None)
                 self._idle_changed.notify_all()
-            if self._saturated or self.lifecycle.stopping.is_set():
+            # A freed concurrency slot wakes the queue's workers, this one too (L1).
+            release_slots(executor.settler.db, entry.row)
+            capped = entry.row.get("lease_key") is not None
+            if self._saturated or capped or self.lifecycle.stopping.is_set():
                 self._wake.set()
 
     # -- heartbeat ---------------------------------------------------------------
@@ -360,6 +380,8 @@ class Worker:
             entry = by_id[row["id"]]
             if row["renewed"]:
                 entry.renewed_at = now
+                if entry.row.get("lease_key") and not row["slots"]:
+                    self._lose_slot(entry)
                 continue
             with self._lock:
                 if entry.settling or row["id"] not in self._held:
@@ -397,6 +419,22 @@ class Worker:
                 },
             )
             metrics.lease_lost(entry.row["queue"])
+
+    def _lose_slot(self, entry: Held) -> None:
+        """The run's concurrency slot was taken over after a late renewal (L1, L2)."""
+        with self._lock:
+            if entry.settling or entry.row["id"] not in self._held:
+                return
+        if entry.token.cancel(LEASE_LOST):
+            logger.error(
+                "jobs.slot.lost",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "job_name": entry.row["name"],
+                    "lease_key": entry.row["lease_key"],
+                    "worker_id": self.worker_id,
+                },
+            )
 
     def _register(self, db: DirectDatabase) -> None:
         try:

@@ -11,7 +11,8 @@ from django.db import transaction
 
 from tests.testapp.durable_jobs import atomic_write, events, record
 from tests.testapp.models import Record
-from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job
+from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job, registry
+from ultimate_jobs.limits import claim_parameters
 from ultimate_jobs.models import Job, JobStep
 from ultimate_jobs.sql import QUERIES
 
@@ -81,6 +82,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_commit_its_writes(
                         "lease_seconds": 30.0,
                         "dropped": [],
                         "now": jobs.travel(hours=1),  # the lease has lapsed
+                        **claim_parameters(registry),
                     },
                 )
                 assert cursor.fetchall()
@@ -131,6 +133,7 @@ def test_an_open_checkpoint_holds_off_a_takeover_but_not_the_heartbeat(
                     "lease_seconds": 30.0,
                     "dropped": [],
                     "now": jobs.now() + timedelta(hours=1),
+                    **claim_parameters(registry),
                 },
             ).fetchall()
 

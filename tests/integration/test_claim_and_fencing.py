@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 
 from tests.testapp.jobs import noop, touch
-from ultimate_jobs import api
+from ultimate_jobs import api, registry
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.executor import Settler
+from ultimate_jobs.limits import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.sql import QUERIES
 
@@ -26,6 +27,7 @@ def claim(limit=10, queues=("default",), now=None, lease=30.0, worker="w-test"):
         lease_seconds=lease,
         dropped=[],
         now=now,
+        **claim_parameters(registry),
     )
     return rows
 

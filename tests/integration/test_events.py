@@ -25,7 +25,9 @@ from ultimate_jobs import (
     publish_event,
 )
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declarations import registry
 from ultimate_jobs.events import purge_expired_events
+from ultimate_jobs.limits import claim_parameters
 from ultimate_jobs.models import Event, Job, JobStep
 from ultimate_jobs.sql import QUERIES
 
@@ -196,6 +198,7 @@ def test_a_publication_racing_the_suspension_makes_the_job_due_at_once(jobs):
         lease_seconds=30,
         dropped=[],
         now=jobs.now(),
+        **claim_parameters(registry),
     )
     # The publication lands now: the row is 'running', so only the step is flagged.
     assert publish_event("order.paid", {"order": "o-10", "amount": 1}).woken == 0
@@ -247,6 +250,7 @@ def test_a_suspension_committing_while_a_publication_runs_is_woken(
         lease_seconds=30,
         dropped=[],
         now=None,
+        **claim_parameters(registry),
     )
     second_connection.execute("BEGIN")
     second_connection.execute(

@@ -17,6 +17,8 @@ from tests.prom import Series, ours, parse, value
 from tests.testapp.jobs import flaky, terminal, touch
 from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declarations import registry
+from ultimate_jobs.limits import claim_parameters
 from ultimate_jobs.metrics import UNREGISTERED
 from ultimate_jobs.models import Job
 
@@ -50,6 +52,7 @@ def test_queue_gauges_come_from_one_grouped_statement_at_scrape_time(
         lease_seconds=30.0,
         dropped=[],
         now=None,
+        **claim_parameters(registry),
     )
     assert [row["name"] for row in claimed] == [touch.name]
 

@@ -9,7 +9,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from tests.testapp.jobs import noop
-from ultimate_jobs import sql
+from ultimate_jobs import registry, sql
+from ultimate_jobs.limits import claim_parameters
 
 
 @pytest.mark.django_db
@@ -34,6 +35,7 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
                 "lease_seconds": 30.0,
                 "dropped": [],
                 "now": None,
+                **claim_parameters(registry),
             },
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())

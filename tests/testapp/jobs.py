@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ultimate_jobs import (
     NO_TENANT,
+    Concurrency,
     JobAborted,
     Retry,
     RetryAfter,
@@ -195,3 +196,96 @@ def chatty(run: Run, key: str) -> None:
 
 
 from . import durable_jobs  # noqa: E402, F401 - the durable-step tests' jobs
+
+# -- limits (L1, L2): bodies stamp when they start and end (time.time_ns(), one clock
+# for every process on the machine), so tests can replay how many ran at once.
+
+
+def stamp(run: Run, key: str, event: str) -> None:
+    record(run, key, f"{event}:{time.time_ns()}")
+
+
+def wait_for_release(run: Run, key: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if Record.objects.filter(key=key, event="release").exists():
+            return
+        if run.cancel_token.wait(0.05):
+            raise JobAborted(run.cancel_token.reason or "")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, concurrency=2)
+def capped(run: Run, key: str, seconds: float = 0.03) -> None:
+    """At most two runs at once, fleet-wide."""
+    stamp(run, "capped", "start")
+    time.sleep(seconds)
+    stamp(run, "capped", "end")
+
+
+def by_account(p: dict[str, object]) -> str:
+    return f"{p['account']}"
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    concurrency=Concurrency(key=by_account, limit=1),
+)
+def per_account(run: Run, key: str, account: str, seconds: float = 0.02) -> None:
+    """At most one run per account at once, fleet-wide; the others wait."""
+    stamp(run, account, "start")
+    time.sleep(seconds)
+    stamp(run, account, "end")
+
+
+def remember_in_db(settled) -> None:
+    key = settled.input["key"] if settled.input else ""
+    Record.objects.create(
+        key=key,
+        event=f"settled:{settled.outcome}:{settled.code or ''}"[:50],
+        attempt=settled.attempt,
+        job_id=settled.job_id,
+        pid=os.getpid(),
+    )
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    concurrency=Concurrency(key=by_account, limit=1, when_busy="fail"),
+    on_settled=remember_in_db,
+)
+def exclusive(run: Run, key: str, account: str, seconds: float = 60.0) -> None:
+    """One run per account; a second one while the first runs is refused."""
+    record(run, key, "started")
+    wait_for_release(run, key, seconds)
+    record(run, key, "finished")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    concurrency=1,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+)
+def solo(run: Run, key: str, seconds: float = 60.0) -> None:
+    """One run at a time, fleet-wide; holds its slot until released."""
+    record(run, key, "started")
+    wait_for_release(run, key, seconds)
+    record(run, key, "finished")
+
+
+@job(idempotency_key=by_key, tenant=lambda p: p["tenant"])
+def tenant_work(run: Run, key: str, tenant: str, seconds: float = 0.005) -> None:
+    """Some work of one tenant (the per-tenant budget tests read the job rows)."""
+    time.sleep(seconds)
+
+
+@job(idempotency_key=by_key, tenant=lambda p: p.get("tenant"))
+def stamped(
+    run: Run, key: str, group: str, tenant: str | None = None, seconds: float = 0.05
+) -> None:
+    """Uncapped: stamps start and end under ``group`` (per-process budget tests)."""
+    stamp(run, group, "start")
+    time.sleep(seconds)
+    stamp(run, group, "end")

@@ -9,6 +9,7 @@
 -- one statement). A row whose (name, tenant, idempotency_key) a LIVE job holds, or
 -- whose id already names a job (an outbox re-publish), inserts nothing (J2, O2) and is
 -- absent from the answer: the caller asks job_holders which job holds it.
+-- concurrency_key is the lease key of a keyed limit, computed from the input (L2).
 -- A row due later than now is 'delayed', otherwise 'ready'. Waking workers is throttled
 -- in the statement itself (see `woken`).
 WITH input AS (
@@ -31,22 +32,25 @@ WITH input AS (
                %(run_ats)s::timestamptz[],
                %(delays)s::double precision[],
                %(correlation_ids)s::text[],
-               %(enqueued_bys)s::text[]
+               %(enqueued_bys)s::text[],
+               %(concurrency_keys)s::text[]
            ) WITH ORDINALITY AS i(
                id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
-               max_attempts, run_at, delay, correlation_id, enqueued_by, ord
+               max_attempts, run_at, delay, correlation_id, enqueued_by,
+               concurrency_key, ord
            )
 ),
 inserted AS (
     INSERT INTO ultimate_jobs_job (
         id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
-        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by
+        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
+        concurrency_key
     )
     SELECT input.id, input.run_id, input.name, input.queue, input.priority,
            CASE WHEN input.due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
            input.input, input.tenant_id, input.idempotency_key,
            0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-           input.correlation_id, input.enqueued_by
+           input.correlation_id, input.enqueued_by, input.concurrency_key
       FROM input
      ORDER BY input.ord
         ON CONFLICT DO NOTHING
@@ -119,68 +123,261 @@ SELECT wanted.ord, holder.id, holder.run_id
 -- Rows come back in claim order (priority, then age) so the worker starts them so.
 -- A lapsed row already at its final attempt is not handed out: it is buried dead in
 -- this same statement with LEASE_LAPSED_FINAL_ATTEMPT and returned with buried = true.
+-- Limits (L1-L3, design notes in leases.py): `cap_names`/`cap_limits`/`cap_modes` are
+-- the fleet caps of the jobs the worker declares ('job': concurrency=N; 'wait'/'fail':
+-- a keyed Concurrency); `queue_rooms` (aligned with `queues`), `tenant_ids`/
+-- `tenant_rooms` and `tenant_room` (any other tenant) are what this process's budgets
+-- still allow, NULL for no budget. Candidates with no room are skipped inside the
+-- scans, before the LIMIT: waiting costs them no write and no attempt. A capped run
+-- takes a free slot of its key in this statement (returned as lease_key); one whose
+-- slot another claim took first stays ready. Under when_busy='fail' a run whose key
+-- other runs hold is settled 'failed' with X_JOB_KEY_BUSY, attempt not counted, and
+-- returned with refused = true.
 WITH served AS (
-    SELECT q.queue
-      FROM unnest(%(queues)s::text[]) AS q(queue)
-     WHERE NOT EXISTS (
+    SELECT q.queue, q.room
+      FROM unnest(%(queues)s::text[], %(queue_rooms)s::integer[]) AS q(queue, room)
+     WHERE coalesce(q.room, 1) > 0
+       AND NOT EXISTS (
                SELECT 1
                  FROM ultimate_jobs_queue_pause AS pause
                 WHERE pause.queue = q.queue
            )
 ),
+cap AS (
+    SELECT c.name, c.lim, c.mode
+      FROM unnest(
+               %(cap_names)s::text[],
+               %(cap_limits)s::integer[],
+               %(cap_modes)s::text[]
+           ) AS c(name, lim, mode)
+),
+tenant_budget AS (
+    SELECT t.tenant_id, t.room
+      FROM unnest(%(tenant_ids)s::text[], %(tenant_rooms)s::integer[]) AS t(tenant_id, room)
+),
+held AS MATERIALIZED (
+    -- Slots held now, per key of a capped job: the lease has not lapsed and its
+    -- holder is still the claim token of a running job.
+    SELECT lease.key, lease.name, count(*) AS taken
+      FROM ultimate_jobs_lease AS lease
+     WHERE lease.name IN (SELECT cap.name FROM cap)
+       AND lease.expires_at >= coalesce(%(now)s::timestamptz, now())
+       AND EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_job AS holder
+                WHERE holder.id = lease.job_id
+                  AND holder.state = 'running'
+                  AND holder.lease_owner = lease.holder
+           )
+     GROUP BY lease.key, lease.name
+),
+blocked AS MATERIALIZED (
+    -- What the scans skip: keys with no free slot (under 'fail' they are refused
+    -- instead) and tenants this process has no room for.
+    SELECT ARRAY(
+               SELECT held.key::text
+                 FROM held
+                 JOIN cap ON cap.name = held.name
+                WHERE held.taken >= cap.lim
+                  AND cap.mode <> 'fail'
+                  AND (cap.mode = 'job') = (held.key = 'job:' || cap.name)
+           ) AS keys,
+           ARRAY(
+               SELECT tenant_budget.tenant_id
+                 FROM tenant_budget
+                WHERE tenant_budget.room <= 0
+           ) AS tenants
+),
 ready AS MATERIALIZED (
-    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted
+    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted,
+           candidate.name, candidate.queue, candidate.tenant_id, candidate.concurrency_key
       FROM served
+     CROSS JOIN blocked
      CROSS JOIN LATERAL (
-               SELECT job.id, job.priority, job.run_at
+               SELECT job.id, job.priority, job.run_at, job.name, job.queue,
+                      job.tenant_id, job.concurrency_key
                  FROM ultimate_jobs_job AS job
                 WHERE job.state = 'ready'
                   AND job.queue = served.queue
                   AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND NOT ('job:' || job.name) = ANY(blocked.keys)
+                  AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
+                  AND NOT coalesce(job.tenant_id = ANY(blocked.tenants), false)
                 ORDER BY job.priority DESC, job.run_at, job.id
-                LIMIT %(limit)s::integer
+                LIMIT least(%(limit)s::integer, served.room)
                   FOR UPDATE SKIP LOCKED
            ) AS candidate
 ),
 woken AS MATERIALIZED (
-    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted
+    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted,
+           candidate.name, candidate.queue, candidate.tenant_id, candidate.concurrency_key
       FROM served
+     CROSS JOIN blocked
      CROSS JOIN LATERAL (
-               SELECT job.id, job.priority, job.run_at
+               SELECT job.id, job.priority, job.run_at, job.name, job.queue,
+                      job.tenant_id, job.concurrency_key
                  FROM ultimate_jobs_job AS job
                 WHERE job.state IN ('delayed', 'suspended')
                   AND job.queue = served.queue
                   AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND NOT ('job:' || job.name) = ANY(blocked.keys)
+                  AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
+                  AND NOT coalesce(job.tenant_id = ANY(blocked.tenants), false)
                 ORDER BY job.run_at
-                LIMIT %(limit)s::integer
+                LIMIT least(%(limit)s::integer, served.room)
                   FOR UPDATE SKIP LOCKED
            ) AS candidate
 ),
 lapsed AS MATERIALIZED (
-    SELECT job.id, job.priority, job.run_at, job.attempt >= job.max_attempts AS exhausted
+    SELECT job.id, job.priority, job.run_at, job.attempt >= job.max_attempts AS exhausted,
+           job.name, job.queue, job.tenant_id, job.concurrency_key
       FROM ultimate_jobs_job AS job
+     CROSS JOIN blocked
      WHERE job.state = 'running'
        AND job.lease_expires_at < coalesce(%(now)s::timestamptz, now())
        AND job.queue IN (SELECT served.queue FROM served)
+       -- A final attempt is buried whatever the limits: it takes no slot.
+       AND (job.attempt >= job.max_attempts
+            OR NOT (('job:' || job.name) = ANY(blocked.keys)
+                    OR coalesce(job.concurrency_key = ANY(blocked.keys), false)
+                    OR coalesce(job.tenant_id = ANY(blocked.tenants), false)))
      ORDER BY job.lease_expires_at
      LIMIT %(limit)s::integer
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF job SKIP LOCKED
 ),
-picked AS (
-    SELECT candidate.id,
-           row_number() OVER (
-               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-           ) AS position
+candidate AS (
+    SELECT c.id, c.priority, c.run_at, c.queue, c.tenant_id, c.name, cap.lim, cap.mode,
+           CASE cap.mode WHEN 'job' THEN 'job:' || c.name ELSE c.concurrency_key END
+               AS lease_key
       FROM (
-            SELECT id, priority, run_at, exhausted FROM ready
+            SELECT ready.id, ready.priority, ready.run_at, ready.exhausted, ready.name,
+                   ready.queue, ready.tenant_id, ready.concurrency_key
+              FROM ready
              UNION ALL
-            SELECT id, priority, run_at, exhausted FROM woken
+            SELECT woken.id, woken.priority, woken.run_at, woken.exhausted, woken.name,
+                   woken.queue, woken.tenant_id, woken.concurrency_key
+              FROM woken
              UNION ALL
-            SELECT id, priority, run_at, exhausted FROM lapsed
-           ) AS candidate
-     WHERE NOT candidate.exhausted
-     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+            SELECT lapsed.id, lapsed.priority, lapsed.run_at, lapsed.exhausted, lapsed.name,
+                   lapsed.queue, lapsed.tenant_id, lapsed.concurrency_key
+              FROM lapsed
+           ) AS c
+      LEFT JOIN cap ON cap.name = c.name
+     WHERE NOT c.exhausted
+),
+ranked AS (
+    -- Each candidate's place among the candidates of its key, queue and tenant.
+    SELECT candidate.id, candidate.priority, candidate.run_at, candidate.queue,
+           candidate.tenant_id, candidate.name, candidate.lim, candidate.lease_key,
+           coalesce(candidate.mode = 'fail' AND held.taken >= candidate.lim, false)
+               AS refused,
+           candidate.lim - coalesce(held.taken, 0) AS free,
+           row_number() OVER (
+               PARTITION BY candidate.lease_key
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS key_rank,
+           row_number() OVER (
+               PARTITION BY candidate.queue
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS queue_rank,
+           row_number() OVER (
+               PARTITION BY candidate.tenant_id
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS tenant_rank
+      FROM candidate
+      LEFT JOIN held ON held.key = candidate.lease_key
+),
+picked AS MATERIALIZED (
+    -- MATERIALIZED: the token is drawn once per row, for the slot and the claim alike.
+    SELECT ranked.id, ranked.name, ranked.lim, ranked.lease_key, ranked.refused,
+           gen_random_uuid() AS token,
+           row_number() OVER (
+               ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
+           ) AS position
+      FROM ranked
+      JOIN served ON served.queue = ranked.queue
+      LEFT JOIN tenant_budget ON tenant_budget.tenant_id = ranked.tenant_id
+     WHERE (ranked.lease_key IS NULL OR ranked.refused OR ranked.key_rank <= ranked.free)
+       AND ranked.queue_rank <= coalesce(served.room, %(limit)s::integer)
+       AND (ranked.tenant_id IS NULL
+            OR ranked.tenant_rank <= coalesce(
+                   tenant_budget.room, %(tenant_room)s::integer, %(limit)s::integer
+               ))
+     ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
      LIMIT %(limit)s::integer
+),
+vacant AS (
+    -- The free slots of each key the picked runs need, numbered in slot order, with
+    -- the holder seen in each (NULL: no row yet).
+    SELECT wanted.key, slot.n AS slot, lease.holder AS seen,
+           row_number() OVER (PARTITION BY wanted.key ORDER BY slot.n) AS nth
+      FROM (
+            SELECT DISTINCT picked.lease_key AS key, picked.lim
+              FROM picked
+             WHERE picked.lease_key IS NOT NULL
+               AND NOT picked.refused
+           ) AS wanted
+     CROSS JOIN LATERAL generate_series(0, wanted.lim - 1) AS slot(n)
+      LEFT JOIN ultimate_jobs_lease AS lease
+             ON lease.key = wanted.key
+            AND lease.slot = slot.n
+     WHERE lease.id IS NULL
+        OR lease.expires_at < coalesce(%(now)s::timestamptz, now())
+        OR NOT EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_job AS holder
+                WHERE holder.id = lease.job_id
+                  AND holder.state = 'running'
+                  AND holder.lease_owner = lease.holder
+           )
+),
+slotted AS (
+    -- The n-th capped run of a key gets the n-th free slot of that key.
+    SELECT mine.id, mine.name, mine.token, vacant.key, vacant.slot, vacant.seen
+      FROM (
+            SELECT picked.id, picked.name, picked.token, picked.lease_key,
+                   row_number() OVER (
+                       PARTITION BY picked.lease_key ORDER BY picked.position
+                   ) AS nth
+              FROM picked
+             WHERE picked.lease_key IS NOT NULL
+               AND NOT picked.refused
+           ) AS mine
+      JOIN vacant
+        ON vacant.key = mine.lease_key
+       AND vacant.nth = mine.nth
+),
+acquired AS (
+    -- One INSERT in (key, slot) order, so concurrent claims lock slots in one order.
+    -- A row already there is taken over only while it still names the holder this
+    -- claim saw, and, if that holder is still running, only once its lease lapsed
+    -- on the row's latest version (a late heartbeat that renewed it keeps it).
+    INSERT INTO ultimate_jobs_lease AS lease (
+        key, slot, name, holder, job_id, taken_from, acquired_at, expires_at
+    )
+    SELECT slotted.key, slotted.slot, slotted.name, slotted.token, slotted.id,
+           slotted.seen, coalesce(%(now)s::timestamptz, now()),
+           coalesce(%(now)s::timestamptz, now())
+               + make_interval(secs => %(lease_seconds)s::double precision)
+      FROM slotted
+     ORDER BY slotted.key, slotted.slot
+        ON CONFLICT (key, slot) DO UPDATE
+       SET name = excluded.name,
+           holder = excluded.holder,
+           job_id = excluded.job_id,
+           taken_from = excluded.taken_from,
+           acquired_at = excluded.acquired_at,
+           expires_at = excluded.expires_at
+     WHERE lease.holder = excluded.taken_from
+       AND (lease.expires_at < coalesce(%(now)s::timestamptz, now())
+            OR NOT EXISTS (
+                   SELECT 1
+                     FROM ultimate_jobs_job AS holder
+                    WHERE holder.id = lease.job_id
+                      AND holder.state = 'running'
+                      AND holder.lease_owner = lease.holder
+               ))
+    RETURNING lease.job_id
 ),
 buried AS (
     UPDATE ultimate_jobs_job AS job
@@ -197,32 +394,56 @@ buried AS (
     RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
               job.input, job.tenant_id, job.idempotency_key, job.attempt,
               job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at
+              job.created_at, job.started_at, NULL::text AS lease_key
+),
+refused AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'failed',
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           last_error = 'X_JOB_KEY_BUSY: every slot of ' || picked.lease_key
+                        || ' is held by another run (limit ' || picked.lim || ')',
+           error_code = 'X_JOB_KEY_BUSY',
+           stop_reason = 'refused'
+      FROM picked
+     WHERE job.id = picked.id
+       AND picked.refused
+    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
+              job.input, job.tenant_id, job.idempotency_key, job.attempt,
+              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
+              job.created_at, job.started_at, picked.lease_key
 ),
 claimed AS (
     UPDATE ultimate_jobs_job AS job
        SET state = 'running',
            attempt = job.attempt + 1,
-           lease_owner = gen_random_uuid(),
+           lease_owner = picked.token,
            lease_expires_at = coalesce(%(now)s::timestamptz, now())
                               + make_interval(secs => %(lease_seconds)s::double precision),
            started_at = coalesce(%(now)s::timestamptz, now()),
            worker_id = %(worker_id)s::text
       FROM picked
      WHERE job.id = picked.id
+       AND NOT picked.refused
+       AND (picked.lease_key IS NULL
+            OR picked.id IN (SELECT acquired.job_id FROM acquired))
     RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
               job.input, job.tenant_id, job.idempotency_key, job.attempt,
               job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at
+              job.created_at, job.started_at, picked.lease_key
 )
-SELECT answer.buried, answer.id, answer.run_id, answer.name, answer.queue,
-       answer.priority, answer.state, answer.input, answer.tenant_id,
+SELECT answer.buried, answer.refused, answer.id, answer.run_id, answer.name,
+       answer.queue, answer.priority, answer.state, answer.input, answer.tenant_id,
        answer.idempotency_key, answer.attempt, answer.max_attempts, answer.lease_owner,
-       answer.correlation_id, answer.enqueued_by, answer.created_at, answer.started_at
+       answer.correlation_id, answer.enqueued_by, answer.created_at, answer.started_at,
+       answer.lease_key
   FROM (
-        SELECT false AS buried, claimed.* FROM claimed
+        SELECT false AS buried, false AS refused, claimed.* FROM claimed
          UNION ALL
-        SELECT true AS buried, buried.* FROM buried
+        SELECT true AS buried, false AS refused, buried.* FROM buried
+         UNION ALL
+        SELECT false AS buried, true AS refused, refused.* FROM refused
        ) AS answer
   LEFT JOIN picked ON picked.id = answer.id
  ORDER BY picked.position NULLS LAST;
@@ -232,6 +453,9 @@ SELECT answer.buried, answer.id, answer.run_id, answer.name, answer.queue,
 -- Fenced per row on (id, state = 'running', lease_owner) (W3): a row another worker
 -- reclaimed, or an operator cancelled, is not renewed. The answer has one row per
 -- input id: renewed, and the state the row is in now (NULL when it was removed).
+-- The concurrency slots of every renewed run (L1, L2) are renewed to the same expiry
+-- in this same statement, so a run's slots lapse exactly when its lease does; `slots`
+-- says how many were renewed (0 for a capped run: its slot was taken over).
 WITH held AS (
     SELECT h.id, h.lease_owner
       FROM unnest(%(ids)s::uuid[], %(lease_owners)s::uuid[]) AS h(id, lease_owner)
@@ -244,11 +468,19 @@ renewed AS (
      WHERE job.id = held.id
        AND job.state = 'running'
        AND job.lease_owner = held.lease_owner
-    RETURNING job.id
+    RETURNING job.id, job.lease_owner, job.lease_expires_at
+),
+slots AS (
+    UPDATE ultimate_jobs_lease AS lease
+       SET expires_at = renewed.lease_expires_at
+      FROM renewed
+     WHERE lease.holder = renewed.lease_owner
+    RETURNING lease.holder
 )
 SELECT held.id,
        renewed.id IS NOT NULL AS renewed,
-       job.state
+       job.state,
+       (SELECT count(*) FROM slots WHERE slots.holder = held.lease_owner) AS slots
   FROM held
   LEFT JOIN renewed ON renewed.id = held.id
   LEFT JOIN ultimate_jobs_job AS job ON job.id = held.id;

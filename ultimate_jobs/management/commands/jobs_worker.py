@@ -11,6 +11,7 @@ from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.exposition import serve_worker_metrics
 from ultimate_jobs.lifecycle import Lifecycle
+from ultimate_jobs.limits import add_limit_arguments, limits_from_options
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.queues import validate_queue
 from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, RoleOptions, run_roles
@@ -51,6 +52,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--max-jobs", type=int, help="drain and exit after this many jobs"
         )
+        add_limit_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ultimate_jobs.supervisor import supervise
@@ -67,6 +69,7 @@ class Command(BaseCommand):
                 if options["queues"]
                 else None
             )
+            limits = limits_from_options(options)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
         names = [r.strip() for r in options["roles"].split(",") if r.strip()]
@@ -101,6 +104,7 @@ class Command(BaseCommand):
             worker_id=options["worker_id"],
             max_jobs=options["max_jobs"],
             wake=wake,
+            extra={"limits": limits},
         )
         raise SystemExit(
             run_roles([ROLES[name](role_options) for name in names], lifecycle)
