@@ -416,3 +416,18 @@ def test_a_run_all_backlog_waits_a_full_tick_between_rounds(declare):
     )
     assert len(s.run_once()) == 10
     assert s._sleep_for() == 1.0  # SCHEDULER_TICK, although more is due already
+
+
+def test_a_clean_stop_hands_the_lease_back_and_a_standby_takes_it_at_once(declare):
+    declare("* * * * *")
+    leader, standby = scheduler("a"), scheduler("b")
+    leader.run_once(now=T0)
+    assert standby.run_once(now=T0 + timedelta(seconds=1)) == []
+    assert leader.leadership.release(T0 + timedelta(seconds=2)) is True
+    assert not leader.leading
+    standby.leadership.ask_now()  # what the 'lease' notification does
+    standby.run_once(now=T0 + timedelta(seconds=3))  # 27 s before the old expiry
+    assert standby.leading
+    lease = LeaderLease.objects.get()
+    assert (lease.holder, lease.term) == ("b", 2)
+    assert leader.leadership.release(T0 + timedelta(seconds=4)) is False
