@@ -250,12 +250,14 @@ def test_a_demoted_leader_writes_nothing_even_if_it_still_believes_it_leads(decl
 def test_a_stale_watermark_is_refused_and_read_back(declare):
     declare("* * * * *")
     s = scheduler()
-    s.run_once(now=T0)
+    for second in (0, 10, 20):  # leading, renewed on time
+        s.run_once(now=T0 + timedelta(seconds=second))
     # Another fire moved the watermark behind this leader's back.
     TaskWatermark.objects.update(last_occurrence=datetime(2025, 6, 2, 8, 1, tzinfo=UTC))
-    assert s.run_once(now=T0 + timedelta(seconds=40)) == []  # refused: moved
+    assert s.run_once(now=T0 + timedelta(seconds=35)) == []  # refused: moved
+    assert s.leading
     assert fired("t0") == []
-    [fire] = s.run_once(now=T0 + timedelta(seconds=100))
+    [fire] = s.run_once(now=T0 + timedelta(seconds=95))
     assert fire.occurrence == datetime(2025, 6, 2, 8, 2, tzinfo=UTC)
 
 

@@ -166,6 +166,20 @@ def test_every_hour_crons_follow_elapsed_time_across_both_switches():
     assert len(autumn) == 50
 
 
+def test_from_inside_the_second_pass_a_repeated_time_does_not_fire_again():
+    # 02:15 CET on 26 Oct 2025 is the second pass of Paris's repeated hour: a task
+    # first seen then (or whose watermark is there) does not fire 02:30 a second time.
+    second_pass = datetime(2025, 10, 26, 1, 15, tzinfo=UTC)
+    fixed = CronSchedule("30 2 * * *", PARIS)
+    assert fixed.local(fixed.next_after(second_pass)).isoformat() == (
+        "2025-10-27T02:30:00+01:00"
+    )
+    elapsed = CronSchedule("*/30 * * * *", PARIS)
+    assert elapsed.local(elapsed.next_after(second_pass)).isoformat() == (
+        "2025-10-26T02:30:00+01:00"
+    )
+
+
 def brute_force(cron, tz, start, end):
     """Occurrences by scanning every minute, straight from the documented rule."""
     zone = ZoneInfo(tz)
@@ -176,8 +190,20 @@ def brute_force(cron, tz, start, end):
         minutes.append((at, at.astimezone(zone).replace(tzinfo=None)))
         at += timedelta(minutes=1)
 
-    def matches(wall):
-        return croniter.match(schedule.expression, wall)
+    (minute, hour, dom, month, dow), _ = croniter.expand(schedule.expression)
+
+    def has(field, value):
+        return field == ["*"] or value in field
+
+    def matches(wall):  # classic cron: either day field, when both are restricted
+        on_dom, on_dow = has(dom, wall.day), has(dow, wall.isoweekday() % 7)
+        day = on_dom or on_dow if "*" not in (dom[0], dow[0]) else on_dom and on_dow
+        return (
+            has(minute, wall.minute)
+            and has(hour, wall.hour)
+            and day
+            and (has(month, wall.month))
+        )
 
     if schedule.follows_elapsed_time:
         return [instant for instant, wall in minutes if matches(wall)]
