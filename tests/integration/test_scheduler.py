@@ -154,8 +154,8 @@ def test_a_crash_after_the_fire_never_fires_the_occurrence_again(declare):
 def test_three_hours_down_skip_and_run_once_fire_once(declare, catch_up, expected):
     """C5: 180 missed occurrences; one fires, and the watermark passes the rest."""
     declare("* * * * *", catch_up=catch_up)
-    s = scheduler()
-    s.run_once(now=T0)
+    scheduler("before").run_once(now=T0)  # then it is down for three hours
+    s = scheduler("restarted")
     fires = s.run_once(now=T0 + timedelta(hours=3))
     assert [f.watermark for f in fires] == [datetime(2025, 6, 2, 11, 0, tzinfo=UTC)]
     # Bisection over the gap: a bounded number of cron evaluations, not 180 (this
@@ -173,8 +173,8 @@ def test_three_hours_down_run_all_fires_every_occurrence_at_most_max_catch_up_a_
     declare,
 ):
     declare("*/5 * * * *", catch_up="run-all", max_catch_up=10)
-    s = scheduler()
-    s.run_once(now=T0)
+    scheduler("before").run_once(now=T0)  # then it is down for three hours
+    s = scheduler("restarted")
     after = T0 + timedelta(hours=3)  # 36 occurrences missed: 08:05 ... 11:00
     rounds = [len(s.run_once(now=after + timedelta(seconds=i))) for i in range(5)]
     assert rounds == [10, 10, 10, 6, 0]
