@@ -1,7 +1,8 @@
 """Durable background jobs for Django on PostgreSQL.
 
 Declare a job with ``@job``, put it on the queue with ``handle.enqueue(...)``, run it
-with ``manage.py jobs_worker``. See docs/ for the guide.
+with ``manage.py jobs_worker``; put jobs on the queue on a cron with ``@task`` or
+``recur(...)``. See docs/ for the guide.
 """
 
 from __future__ import annotations
@@ -52,13 +53,26 @@ from ultimate_jobs.exceptions import (
     RetryAfter,
     RunSuspended,
     StepDuplicate,
+    TaskDeclarationInvalid,
     Terminal,
     UnknownJob,
+    UnknownTask,
     UnsupportedDatabase,
 )
 from ultimate_jobs.handle import Enqueued, JobHandle
 from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
 from ultimate_jobs.run import CancelToken, Run
+from ultimate_jobs.schedules import (
+    TaskFire,
+    next_run,
+    pause_task,
+    recur,
+    resume_task,
+    task_fires,
+    trigger,
+    unrecur,
+)
+from ultimate_jobs.tasks import TaskHandle, task, task_registry
 
 __all__ = [
     "NO_TENANT",
@@ -101,17 +115,30 @@ __all__ = [
     "Run",
     "RunSuspended",
     "StepDuplicate",
+    "TaskDeclarationInvalid",
+    "TaskFire",
+    "TaskHandle",
     "Terminal",
     "UnknownJob",
+    "UnknownTask",
     "UnsupportedDatabase",
     "correlation_scope",
     "current_correlation_id",
     "current_tenant",
     "job",
+    "next_run",
+    "pause_task",
     "publish_event",
+    "recur",
     "register_error_retry",
     "registry",
+    "resume_task",
     "retry_schedule",
+    "task",
+    "task_fires",
+    "task_registry",
+    "trigger",
+    "unrecur",
 ]
 
 

@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+import ultimate_jobs.schedule_admin  # noqa: F401 - registers the scheduler's pages
 from ultimate_jobs import api
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import Job, QueuePause, Worker

@@ -49,6 +49,7 @@ class JobsSettings:
     OUTBOX: str = "auto"  # "auto" | "required" | "off"
     RELAY_INTERVAL: float = 0.2  # seconds between outbox relay passes while busy
     SCHEDULER_TICK: float = 1.0  # seconds between scheduler rounds
+    SCHEDULER_LEASE: float = 30.0  # leader lease TTL (seconds), renewed every third
     RETENTION: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     ENVIRONMENT: str = (
         "production"  # where this deployment runs (backfill environments)
@@ -73,6 +74,7 @@ _DURATIONS = (
     "RELAY_INTERVAL",
     "SCHEDULER_TICK",
     "EVENT_RETENTION",
+    "SCHEDULER_LEASE",
 )
 
 
@@ -200,6 +202,12 @@ def load_settings(
             "HEARTBEAT",
             merged.get("HEARTBEAT"),
             "the heartbeat must be shorter than LEASE",
+        )
+    if result.SCHEDULER_LEASE < 1:
+        raise ConfigurationError(
+            "SCHEDULER_LEASE",
+            merged.get("SCHEDULER_LEASE"),
+            "the scheduler lease is at least 1 second",
         )
     if result.POLL_INTERVAL > result.IDLE_POLL_MAX:
         raise ConfigurationError(

@@ -6,13 +6,15 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── InvalidArgument               a value handed to a public entry point is invalid
 │   ├── InvalidDuration           a duration is zero, negative or malformed
 │   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
-│   └── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
-│       ├── IdempotencyRequired   @job without idempotency_key
-│       └── JobTenantRequired     @job without tenant
+│   ├── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
+│   │   ├── IdempotencyRequired   @job without idempotency_key
+│   │   └── JobTenantRequired     @job without tenant
+│   └── TaskDeclarationInvalid    a @task declaration or a schedule is invalid
 ├── InvalidJobPayload             input that does not fit the job's signature
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
 ├── UnknownJob                    no job is registered under a name
+├── UnknownTask                   no task or schedule has a name
 ├── StepDuplicate                 two steps share a name in one attempt
 ├── JobAborted                    a cancelled attempt tried to write
 ├── JobTimeout                    an attempt or a step outlived its deadline
@@ -122,6 +124,12 @@ class JobTenantRequired(JobDeclarationInvalid):
     code = "X_JOB_TENANT_REQUIRED"
 
 
+class TaskDeclarationInvalid(InvalidArgument):
+    """A @task declaration, a runtime schedule, or a value a task answered is invalid."""
+
+    code = "X_TASK_DECLARATION_INVALID"
+
+
 class InvalidJobPayload(JobsError):
     """A job's input does not fit its signature (at enqueue, or a stale stored payload)."""
 
@@ -169,6 +177,18 @@ class UnknownJob(JobsError):
 
     def __init__(self, name: str) -> None:
         super().__init__(f"name={name!r}: no job is registered under this name")
+        self.name = name
+
+
+class UnknownTask(JobsError):
+    """No task is declared, and no schedule is stored, under this name."""
+
+    code = "X_UNKNOWN_TASK"
+
+    def __init__(self, name: object) -> None:
+        super().__init__(
+            f"name={name!r}: no task is declared and no schedule is stored under it"
+        )
         self.name = name
 
 
@@ -240,10 +260,12 @@ class InvalidTimezone(JobsError):
 
     code = "X_INVALID_TIMEZONE"
 
-    def __init__(self, tz: object) -> None:
-        super().__init__(
-            f"tz={tz!r}: not an IANA time zone name (e.g. 'America/Bogota')"
-        )
+    def __init__(
+        self,
+        tz: object,
+        reason: str = "not an IANA time zone name (e.g. 'America/Bogota')",
+    ) -> None:
+        super().__init__(f"tz={tz!r}: {reason}")
         self.tz = tz
 
 

@@ -1,5 +1,6 @@
 """The tables: jobs (dead letters included, as state "dead"), paused queues, workers,
-concurrency leases.
+concurrency leases, and the scheduler's: its leader lease, task watermarks and runtime
+schedules.
 
 The hot statements that write these tables are the named SQL in ``sql/``; the models own
 the schema (through ordinary migrations) and the read QuerySets the admin and the
@@ -8,9 +9,13 @@ operator API use. ``db_table`` names are explicit because the .sql files name th
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 from ultimate_jobs.ids import uuid7
 
@@ -280,3 +285,114 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}#{self.slot}"
+
+
+class CatchUp(models.TextChoices):
+    """What a task or schedule fires after downtime (C5)."""
+
+    SKIP = "skip"  # the latest missed occurrence only
+    RUN_ONCE = "run-once"  # the earliest missed occurrence, once
+    RUN_ALL = "run-all"  # every missed occurrence, at most max_catch_up per tick
+
+
+class LeaderLease(models.Model):
+    """Who leads a fleet-wide role (the scheduler, C3): a row with an expiry, never a
+    session advisory lock, so it needs no connection affinity and survives a pool."""
+
+    role = models.CharField(max_length=63, primary_key=True)
+    holder = models.CharField(max_length=200)  # host:pid:random of the leading process
+    term = models.BigIntegerField(default=1)  # +1 each time the lease changes hands
+    acquired_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_leader_lease"
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.holder}"
+
+
+class TaskWatermark(models.Model):
+    """The durable progress of one task or schedule (C4): every occurrence at or before
+    ``last_occurrence`` is done (fired, or passed over by the catch-up policy)."""
+
+    key = models.CharField(
+        max_length=255, primary_key=True
+    )  # task:<name>, schedule:<key>
+    kind = models.CharField(max_length=16)  # "task" or "schedule"
+    name = models.CharField(max_length=200)
+    spec = models.CharField(max_length=300, blank=True, db_default="")  # "<cron> <tz>"
+    last_occurrence = models.DateTimeField()
+    last_fired_occurrence = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    fires = models.BigIntegerField(db_default=0)
+    paused = models.BooleanField(db_default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=255, blank=True, db_default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_task_watermark"
+        ordering = ("key",)
+        verbose_name = "task fire"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Schedule(models.Model):
+    """A runtime schedule (C6): put ``job`` with ``input`` on the queue on ``cron``.
+
+    One row per key; ``recur`` with the same key replaces it. Saving checks the row with
+    the errors ``@task`` raises (InvalidCron, InvalidTimezone, ...) and tells the
+    scheduler, which uses the new row from its next tick.
+    """
+
+    key = models.CharField(max_length=200, unique=True)
+    job = models.CharField(max_length=200, help_text="the name of a registered job")
+    input = models.JSONField(default=dict, blank=True)
+    cron = models.CharField(max_length=200, help_text="5 fields, e.g. */5 * * * *")
+    tz = models.CharField(
+        "time zone", max_length=64, help_text="an IANA name, e.g. Europe/Paris"
+    )
+    catch_up = models.CharField(
+        max_length=16, choices=CatchUp.choices, default=CatchUp.SKIP
+    )
+    max_catch_up = models.PositiveIntegerField(default=10)
+    description = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_schedule"
+        ordering = ("key",)
+
+    def __str__(self) -> str:
+        return self.key
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        from ultimate_jobs.schedules import check_schedule, schedules_changed
+
+        check_schedule(self)
+        super().save(*args, **kwargs)
+        schedules_changed(self._state.db or "default")
+
+    def clean(self) -> None:
+        from ultimate_jobs.schedules import schedule_errors
+
+        schedule_errors(self)
+
+    @property
+    def watermark_key(self) -> str:
+        return f"schedule:{self.key}"
+
+
+@receiver(post_delete, sender=Schedule)
+def _forget_schedule(sender: type[Schedule], instance: Schedule, **kwargs: Any) -> None:
+    # A receiver, not delete(): the admin's bulk delete does not call Model.delete().
+    from ultimate_jobs.schedules import schedules_changed
+
+    using = str(kwargs.get("using") or instance._state.db or "default")
+    TaskWatermark.objects.using(using).filter(key=instance.watermark_key).delete()
+    schedules_changed(using)

@@ -60,8 +60,16 @@ def _worker(options: RoleOptions) -> Role:
     )
 
 
-ROLES: dict[str, RoleFactory] = {"worker": _worker}
-DEFAULT_ROLES = ("worker",)
+def _scheduler(options: RoleOptions) -> Role:
+    from ultimate_jobs.scheduler import Scheduler
+
+    return Scheduler(
+        settings=options.settings, lifecycle=options.lifecycle, wake=options.wake
+    )
+
+
+ROLES: dict[str, RoleFactory] = {"worker": _worker, "scheduler": _scheduler}
+DEFAULT_ROLES = ("worker", "scheduler")
 
 
 def register_role(name: str, factory: RoleFactory) -> None:

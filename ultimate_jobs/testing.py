@@ -62,6 +62,7 @@ class JobsTestRunner:
         self.jobs = jobs
         self.alias = get_settings().DATABASE
         self.db = DjangoDatabase(self.alias)
+        self._scheduler: Any = None
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -72,6 +73,22 @@ class JobsTestRunner:
     def reset_events(self) -> int:
         """Forget every published event (see ``reset_events``)."""
         return reset_events()
+
+    def run_scheduler(self) -> list[Any]:
+        """Fire the cron tasks and schedules due at the clock's time (C1-C6).
+
+        The first call takes the scheduler lease and starts every new task's watermark
+        at the clock's time; ``travel`` past an occurrence and call it again to fire it.
+        Answers the ``Fire`` of each occurrence fired; ``run()`` then runs the jobs.
+        """
+        from ultimate_jobs.scheduler import Scheduler
+
+        if self._scheduler is None:
+            self._scheduler = Scheduler(
+                db=self.db, clock=self.clock.now, jobs=self.jobs, holder="testing"
+            )
+        fires: list[Any] = self._scheduler.run_once()
+        return fires
 
     def _body_context(self) -> AbstractContextManager[Any]:
         # Inside a test's transaction, a body's failed statement must not poison it.

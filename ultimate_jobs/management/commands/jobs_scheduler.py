@@ -1,0 +1,42 @@
+"""``manage.py jobs_scheduler``: run the scheduler role alone (W1, C3).
+
+Run it on as many machines as you like: one process leads (a lease row) and fires the
+cron tasks and runtime schedules; the others stand by and take over when the leader's
+lease lapses. SIGTERM/SIGINT stops it after the round in progress and hands the lease
+back, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.lifecycle import Lifecycle
+from ultimate_jobs.logs import configure_default_logging
+from ultimate_jobs.roles import ROLES, RoleOptions, run_roles
+from ultimate_jobs.wake import Wake
+
+
+class Command(BaseCommand):
+    help = "Run the jobs scheduler: fire cron tasks and schedules while leading."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        configure_default_logging(options["verbosity"])
+        settings = get_settings()
+        try:
+            ensure_postgresql(settings.DATABASE)
+        except JobsError as exc:
+            raise CommandError(str(exc)) from exc
+        lifecycle = Lifecycle()
+        lifecycle.install_signals()
+        wake = (
+            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+        )
+        role = ROLES["scheduler"](
+            RoleOptions(settings=settings, lifecycle=lifecycle, wake=wake)
+        )
+        raise SystemExit(run_roles([role], lifecycle))
