@@ -59,8 +59,20 @@ def _worker(options: RoleOptions) -> Role:
     )
 
 
-ROLES: dict[str, RoleFactory] = {"worker": _worker}
-DEFAULT_ROLES = ("worker",)
+def _relay(options: RoleOptions) -> Role:
+    from ultimate_jobs.relay import BATCH_SIZE, Relay
+
+    return Relay(
+        settings=options.settings,
+        lifecycle=options.lifecycle,
+        wake=options.wake,
+        relay_id=options.worker_id,
+        batch_size=options.extra.get("batch_size", BATCH_SIZE),
+    )
+
+
+ROLES: dict[str, RoleFactory] = {"worker": _worker, "relay": _relay}
+DEFAULT_ROLES = ("worker", "relay")
 
 
 def register_role(name: str, factory: RoleFactory) -> None:
