@@ -73,13 +73,20 @@ def conninfo(settings_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 class WorkerProcess:
-    """A ``manage.py jobs_worker`` subprocess with its output in a log file."""
+    """A ``manage.py jobs_worker`` (or other ``command``) subprocess with its output in
+    a log file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        command: str = "jobs_worker",
+    ) -> None:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "manage.py"), "jobs_worker", *args],
+            [sys.executable, str(REPO / "manage.py"), command, *args],
             cwd=REPO,
             env=env,
             stdout=self._log,
