@@ -112,9 +112,9 @@ class Relay:
         self.settings = settings or get_settings()
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
-        self.relay_id = relay_id or (
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        )
+        self.relay_id = (
+            relay_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )[:180]  # claimed_by holds "<relay id>/<pass token>" in 200 characters
         self.batch_size = batch_size
         self.db = db
         self.now = now
