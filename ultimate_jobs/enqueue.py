@@ -3,7 +3,8 @@
 Everything that can be refused is refused before the statement runs, so a refused
 enqueue writes no row (B1). ``job_enqueue`` inserts the batch with array parameters
 (H3) and answers, per input, the id of the row it wrote or of the live job that holds
-its idempotency key (J2).
+its idempotency key (J2). Inside a transaction the checked rows are staged in the
+outbox instead, on the caller's connection (outbox.py, O1).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from ultimate_jobs import payload
+from ultimate_jobs import outbox, payload
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import current_correlation_id
 from ultimate_jobs.db import Database, DjangoDatabase
@@ -249,8 +250,18 @@ def enqueue_inputs(
     if not inputs:
         return []
     rows = build_rows(handle, inputs)
-    db = DjangoDatabase(get_settings().DATABASE)
-    if handle.options.on_conflict == "error" and not single:
+    settings = get_settings()
+    db = DjangoDatabase(settings.DATABASE)
+    staged = outbox.should_stage(settings, job=handle.name)
+    if staged:  # O1: in the caller's transaction, on its connection
+        answers = outbox.stage(
+            db,
+            rows,
+            array_params(rows),
+            job=handle.name,
+            refuse_held=handle.options.on_conflict == "error",
+        )
+    elif handle.options.on_conflict == "error" and not single:
         with transaction.atomic(using=db.alias):
             answers = publish(db, rows)
             _raise_on_duplicate(handle, rows, answers)
@@ -270,6 +281,7 @@ def enqueue_inputs(
                 "queue": row.queue,
                 "tenant_id": row.tenant_id,
                 "deduped": answer.deduped,
+                "staged": staged,
                 "correlation_id": row.correlation_id,
             },
         )

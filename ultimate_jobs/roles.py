@@ -68,8 +68,25 @@ def _scheduler(options: RoleOptions) -> Role:
     )
 
 
-ROLES: dict[str, RoleFactory] = {"worker": _worker, "scheduler": _scheduler}
-DEFAULT_ROLES = ("worker", "scheduler")
+def _relay(options: RoleOptions) -> Role:
+    from ultimate_jobs.relay import BATCH_SIZE, Relay
+
+    return Relay(
+        settings=options.settings,
+        lifecycle=options.lifecycle,
+        wake=options.wake,
+        relay_id=options.worker_id,
+        batch_size=options.extra.get("batch_size", BATCH_SIZE),
+    )
+
+
+ROLES: dict[str, RoleFactory] = {
+    "worker": _worker,
+    "scheduler": _scheduler,
+    "relay": _relay,
+}
+# W1: one command makes a small deployment work.
+DEFAULT_ROLES = ("worker", "scheduler", "relay")
 
 
 def register_role(name: str, factory: RoleFactory) -> None:

@@ -263,13 +263,11 @@ def trigger(task: TaskHandle | str, *, actor: Any = None) -> list[Enqueued]:
     target = _target(task)
     now = datetime.now(UTC).replace(microsecond=0)
     pairs = target.entries(now)
-    with transaction.atomic(using=get_settings().DATABASE):
-        return [
-            (handle.using(actor=actor) if actor is not None else handle).enqueue(
-                **kwargs
-            )
-            for handle, kwargs in pairs
-        ]
+    # Published at once (not staged in the outbox), so the answer says what deduped.
+    return [
+        (handle.using(actor=actor) if actor is not None else handle).enqueue(**kwargs)
+        for handle, kwargs in pairs
+    ]
 
 
 @dataclass(frozen=True)

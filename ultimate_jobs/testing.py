@@ -31,6 +31,7 @@ from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.events import reset_events
 from ultimate_jobs.executor import Attempt, Executor, Outcome, Settler, announce
 from ultimate_jobs.limits import Admission, admit, claim_parameters
+from ultimate_jobs.relay import Relay
 from ultimate_jobs.sql import QUERIES
 
 
@@ -116,6 +117,7 @@ class JobsTestRunner:
         served = list(queues or self.jobs.queues() or ["default"])
         attempts: list[Attempt] = []
         while max_jobs is None or len(attempts) < max_jobs:
+            self.relay()
             claimed = self._claim(served)
             if claimed is None:
                 break
@@ -123,6 +125,21 @@ class JobsTestRunner:
             if not until_idle:
                 break
         return attempts
+
+    def relay(self) -> int:
+        """Publish the staged outbox rows this connection sees (O1); answer how many.
+
+        ``run()`` calls it before every claim, so a job enqueued inside
+        ``transaction.atomic()`` runs like any other. It runs the relay's own pass
+        (claim, publish, mark) on the test's connection at the clock's time.
+        """
+        relay = Relay(db=self.db, now=self.clock.now, relay_id="testing")
+        published = 0
+        while True:
+            done = relay.run_once()
+            if not done.claimed:
+                return published
+            published += done.published
 
     def _claim(self, queues: list[str]) -> dict[str, Any] | None:
         while True:

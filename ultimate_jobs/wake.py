@@ -56,12 +56,18 @@ class Wake:
         with self._lock:
             self._subscribers[channel].append(callback)
 
+    def announce_local(self, channel: str, payload: str) -> None:
+        """Call this process's subscribers of ``channel`` now, without a round trip
+        through the database (the relay's publish wakes the worker beside it)."""
+        self._dispatch(channel, payload)
+
     def start(self) -> Wake:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="jobs-wake", daemon=True
-            )
-            self._thread.start()
+        with self._lock:  # the roles of one process may start it at the same time
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="jobs-wake", daemon=True
+                )
+                self._thread.start()
         return self
 
     def stop(self) -> None:

@@ -289,3 +289,39 @@ def stamped(
     stamp(run, group, "start")
     time.sleep(seconds)
     stamp(run, group, "end")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def create_invoice(run: Run, key: str) -> None:
+    """The first of a pair staged in one transaction (O3 ordering tests)."""
+    record(run, key, "invoice")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def charge_card(run: Run, key: str, invoice_job_id: str) -> None:
+    """The second of the pair: records the state of the invoice job when it starts.
+
+    ``FOR NO KEY UPDATE`` waits for a claim of the invoice still in flight, so the state
+    read is what its claim left: ``None`` means the charge was published first, and
+    ``ready`` means a worker claimed the charge first (both forbidden by O3).
+    """
+    from django.db import transaction
+
+    from ultimate_jobs.models import Job
+
+    with transaction.atomic():
+        state = (
+            Job.objects.select_for_update(no_key=True)
+            .filter(pk=invoice_job_id)
+            .values_list("state", flat=True)
+            .first()
+        )
+    record(run, key, f"charge:{state}")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def pickup_stamp(run: Run, key: str) -> None:
+    """Record the wall-clock time the body started (pickup measurements): the first
+    line runs before the body's database connection is opened."""
+    started = time.time()
+    record(run, key, f"started:{started:.6f}")

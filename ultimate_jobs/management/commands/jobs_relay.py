@@ -1,0 +1,60 @@
+"""``manage.py jobs_relay``: run the outbox relay role alone (O2, W1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.lifecycle import Lifecycle
+from ultimate_jobs.logs import configure_default_logging
+from ultimate_jobs.relay import BATCH_SIZE
+from ultimate_jobs.roles import ROLES, RoleOptions, run_roles
+from ultimate_jobs.wake import Wake
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the outbox relay: publish jobs staged in committed transactions until "
+        "SIGTERM/SIGINT (the relay role of jobs_worker, alone)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--relay-id",
+            help="the relay's name in claimed_by and the logs (default: host:pid:random)",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=BATCH_SIZE,
+            help=f"rows claimed and published per pass (default: {BATCH_SIZE})",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        configure_default_logging(options["verbosity"])
+        if options["batch_size"] < 1:
+            raise CommandError(
+                f"--batch-size={options['batch_size']}: must be at least 1"
+            )
+        settings = get_settings()
+        try:
+            ensure_postgresql(settings.DATABASE)
+        except JobsError as exc:
+            raise CommandError(str(exc)) from exc
+        lifecycle = Lifecycle()
+        lifecycle.install_signals()
+        wake = (
+            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+        )
+        role_options = RoleOptions(
+            settings=settings,
+            lifecycle=lifecycle,
+            worker_id=options["relay_id"],
+            wake=wake,
+            extra={"batch_size": options["batch_size"]},
+        )
+        raise SystemExit(run_roles([ROLES["relay"](role_options)], lifecycle))

@@ -1,0 +1,176 @@
+-- Statements on ultimate_jobs_outbox, in lifecycle order: stage (in the caller's
+-- transaction), claim, then mark published or release (the relay).
+--
+-- Every parameter carries a cast, so each statement can be EXPLAINed with NULLs.
+-- Time comes from the database unless a test passes %(now)s (the testing clock).
+
+-- name: outbox_stage :many
+-- Stage one row per array element on the CALLER'S connection, inside its transaction
+-- (O1): a rollback removes the rows with the business rows, a commit makes them
+-- durable. The arrays are job_enqueue's (H3), so the ids the enqueue answers are the
+-- ids the relay publishes under. run_at is resolved here (a delay counts from the
+-- enqueue, not from the publish). staged_tx records the staging transaction, so the
+-- claim never lets a row overtake an earlier one of the same transaction (O3).
+-- O5: announces the outbox channel, delivered on COMMIT, unless a committed row of
+-- another transaction is already waiting unclaimed (the relay was told about that one
+-- and looks again right after it). A rolled-back transaction announces nothing.
+WITH input AS (
+    SELECT i.*
+      FROM unnest(
+               %(ids)s::uuid[],
+               %(run_ids)s::uuid[],
+               %(names)s::text[],
+               %(queues)s::text[],
+               %(priorities)s::smallint[],
+               %(inputs)s::jsonb[],
+               %(tenant_ids)s::text[],
+               %(idempotency_keys)s::text[],
+               %(max_attempts)s::integer[],
+               %(run_ats)s::timestamptz[],
+               %(delays)s::double precision[],
+               %(correlation_ids)s::text[],
+               %(enqueued_bys)s::text[]
+           ) WITH ORDINALITY AS i(
+               id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
+               max_attempts, run_at, delay, correlation_id, enqueued_by, ord
+           )
+),
+staged AS (
+    INSERT INTO ultimate_jobs_outbox (
+        id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
+        max_attempts, run_at, correlation_id, enqueued_by, staged_at, staged_tx, claims
+    )
+    SELECT input.id, input.run_id, input.name, input.queue, input.priority,
+           input.input, input.tenant_id, input.idempotency_key, input.max_attempts,
+           coalesce(
+               input.run_at,
+               coalesce(%(now)s::timestamptz, now())
+                   + make_interval(secs => coalesce(input.delay, 0))
+           ),
+           input.correlation_id, input.enqueued_by,
+           coalesce(%(now)s::timestamptz, now()),
+           pg_current_xact_id()::text::bigint,
+           0
+      FROM input
+     ORDER BY input.ord
+    RETURNING id
+),
+woken AS (
+    SELECT pg_notify('ultimate_jobs_outbox', '')
+     WHERE NOT EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_outbox AS waiting
+                WHERE waiting.published_at IS NULL
+                  AND waiting.claimed_by IS NULL
+                  AND waiting.staged_tx <> pg_current_xact_id()::text::bigint
+           )
+)
+-- Selecting wake.announced keeps `woken` in the plan (an unused CTE is not run).
+SELECT staged.id, wake.announced
+  FROM staged
+ CROSS JOIN (SELECT count(*) AS announced FROM woken) AS wake;
+
+-- name: outbox_claim :many
+-- Claim up to `limit` committed, unpublished rows for one relay pass, in
+-- (staged_at, id) order, and start their lease (O2): claimed_at and a claimed_by token
+-- fresh for this pass, which every later write of the pass is fenced on. Rows held by
+-- a live lease are skipped; rows whose lease lapsed (a relay died mid-batch) are taken
+-- again, and `claims` counts every take.
+-- SKIP LOCKED lets relays claim at once without waiting on each other; MATERIALIZED
+-- keeps the locking SELECT apart from the UPDATE, so LIMIT cannot turn into a loop
+-- that updates more rows than were picked.
+-- O3: a row is claimed only together with (or after the publication of) every earlier
+-- pending row of its own transaction, so two relays can never split one transaction
+-- and publish its later job first. A row whose earlier pending sibling is not in this
+-- pass (another relay holds it, or is claiming it right now) stays for a later pass.
+-- Rows come back in (staged_at, id) order: the order they must be published in.
+WITH candidate AS MATERIALIZED (
+    SELECT outbox.id, outbox.staged_at, outbox.staged_tx
+      FROM ultimate_jobs_outbox AS outbox
+     WHERE outbox.published_at IS NULL
+       AND (
+               outbox.claimed_at IS NULL
+               OR outbox.claimed_at <= coalesce(%(now)s::timestamptz, now())
+                   - make_interval(secs => %(lease_seconds)s::double precision)
+           )
+     ORDER BY outbox.staged_at, outbox.id
+     LIMIT %(limit)s::integer
+       FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT candidate.id
+      FROM candidate
+     WHERE NOT EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_outbox AS earlier
+                WHERE earlier.staged_tx = candidate.staged_tx
+                  AND earlier.published_at IS NULL
+                  AND (earlier.staged_at, earlier.id) < (candidate.staged_at, candidate.id)
+                  AND earlier.id NOT IN (SELECT mine.id FROM candidate AS mine)
+           )
+),
+claimed AS (
+    UPDATE ultimate_jobs_outbox AS outbox
+       SET claimed_at = coalesce(%(now)s::timestamptz, now()),
+           claimed_by = %(claimed_by)s::text,
+           claims = outbox.claims + 1
+      FROM picked
+     WHERE outbox.id = picked.id
+    RETURNING outbox.id,
+              outbox.run_id,
+              outbox.name,
+              outbox.queue,
+              outbox.priority,
+              outbox.input::text AS input,
+              outbox.tenant_id,
+              outbox.idempotency_key,
+              outbox.max_attempts,
+              outbox.run_at,
+              outbox.correlation_id,
+              outbox.enqueued_by,
+              outbox.staged_at,
+              outbox.claimed_by,
+              outbox.claims
+)
+SELECT claimed.id,
+       claimed.run_id,
+       claimed.name,
+       claimed.queue,
+       claimed.priority,
+       claimed.input,
+       claimed.tenant_id,
+       claimed.idempotency_key,
+       claimed.max_attempts,
+       claimed.run_at,
+       claimed.correlation_id,
+       claimed.enqueued_by,
+       claimed.staged_at,
+       claimed.claimed_by,
+       claimed.claims
+  FROM claimed
+ ORDER BY claimed.staged_at, claimed.id;
+
+-- name: outbox_mark_published :many
+-- Stamp published_at on rows this pass published (O2). Fenced on claimed_by: a relay
+-- that stalled past its lease and lost the rows to another relay owns nothing, and its
+-- late mark retires none of them (the other relay has not necessarily published yet).
+-- Answers the ids it marked.
+UPDATE ultimate_jobs_outbox AS outbox
+   SET published_at = coalesce(%(now)s::timestamptz, now())
+ WHERE outbox.id = ANY(%(ids)s::uuid[])
+   AND outbox.claimed_by = %(claimed_by)s::text
+   AND outbox.published_at IS NULL
+RETURNING outbox.id;
+
+-- name: outbox_release :many
+-- Hand rows of a stopped pass back at once (a failed publish stops the batch, O3), so
+-- a database blip costs one poll interval and not a lease. Fenced on claimed_by like
+-- the mark: a stalled relay's late release cannot unclaim rows another relay is
+-- publishing. Answers the ids it released.
+UPDATE ultimate_jobs_outbox AS outbox
+   SET claimed_at = NULL,
+       claimed_by = NULL
+ WHERE outbox.id = ANY(%(ids)s::uuid[])
+   AND outbox.claimed_by = %(claimed_by)s::text
+   AND outbox.published_at IS NULL
+RETURNING outbox.id;
