@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0006_job_result"),
+        ("ultimate_jobs", "0002_job_result"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ import ultimate_jobs.ids
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0004_scheduler"),
+        ("ultimate_jobs", "0005_scheduler"),
     ]
 
     operations = [

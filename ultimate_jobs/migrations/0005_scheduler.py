@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0005_leases"),
+        ("ultimate_jobs", "0004_leases"),
     ]
 
     operations = [

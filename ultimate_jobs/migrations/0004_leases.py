@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0002_steps_events"),
+        ("ultimate_jobs", "0003_steps_events"),
     ]
 
     operations = [
