@@ -13,12 +13,8 @@ gives a ``deadline_settler``.
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
-import threading
 import time
-import traceback
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -30,230 +26,31 @@ from django.db import close_old_connections
 from ultimate_jobs import metrics, payload
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import correlation_scope, tenant_scope
-from ultimate_jobs.db import Database, DjangoDatabase, Row
+from ultimate_jobs.db import DjangoDatabase, Row
 from ultimate_jobs.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.declarations import JobDefinition, Registry, registry
 from ultimate_jobs.exceptions import (
     JobsError,
     JobTimeout,
-    QueryError,
     RunSuspended,
     UnknownJob,
 )
 from ultimate_jobs.handle import JobHandle
-from ultimate_jobs.reschedule import Reschedule
+from ultimate_jobs.outcomes import (
+    SETTLING_OUTCOMES,
+    Attempt,
+    Outcome,
+    Settled,
+    announce,
+    job_fields,
+)
 from ultimate_jobs.retry import classify
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, TIMEOUT, CancelToken, Run
-from ultimate_jobs.signals import job_settled, job_started
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.settle import Settler, error_code, format_error
+from ultimate_jobs.signals import job_started
 from ultimate_jobs.steps import Journal
 
 logger = logging.getLogger(__name__)
-
-MAX_ERROR_CHARS = 4096
-ON_SETTLED_ATTEMPTS = 3
-
-
-class Outcome(enum.StrEnum):
-    """How one attempt ended (W9)."""
-
-    COMPLETED = "completed"
-    SUSPENDED = "suspended"
-    RETRIED = "retried"
-    DEAD_LETTERED = "dead-lettered"
-    DROPPED = "dropped"
-    INTERRUPTED = "interrupted"
-    REFUSED = "refused"
-    RESCHEDULED = "rescheduled"  # run.reschedule: the next stage is queued (S5)
-
-
-SETTLING_OUTCOMES = (
-    Outcome.COMPLETED,
-    Outcome.DEAD_LETTERED,
-    Outcome.DROPPED,
-    Outcome.REFUSED,
-)
-
-
-@dataclass(frozen=True)
-class Settled:
-    """What on_settled and the job_settled signal are told, once per ending (P4)."""
-
-    outcome: Outcome
-    job_id: uuid.UUID
-    run_id: uuid.UUID
-    name: str
-    input: dict[str, Any] | None
-    attempt: int
-    tenant_id: str | None
-    result: Any = None
-    error: BaseException | None = None
-    code: str | None = None
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What one attempt did: its outcome and whether the fenced write landed."""
-
-    job_id: uuid.UUID
-    name: str
-    outcome: Outcome
-    landed: bool
-    duration: float
-    error: BaseException | None = None
-    run_at: Any = None  # when a retried job is due again
-    due_in: float | None = None  # seconds until it is due again (retry, suspension)
-
-
-def format_error(error: BaseException) -> str:
-    """The stored last error: class, message and traceback, bounded to a few KB (R4)."""
-    kind = type(error)
-    head = f"{kind.__module__}.{kind.__qualname__}: {error}"
-    trace = "".join(traceback.format_exception(error))
-    text = f"{head}\n\n{trace}"
-    if len(text) <= MAX_ERROR_CHARS:
-        return text
-    keep = MAX_ERROR_CHARS - 40
-    return text[: keep // 4] + "\n... (truncated) ...\n" + text[-(keep - keep // 4) :]
-
-
-def error_code(error: BaseException) -> str:
-    return error.code if isinstance(error, JobsError) else ""
-
-
-class Settler:
-    """Writes the outcome of an attempt with the fenced statements of sql/jobs.sql.
-
-    ``retry_for`` bounds how long a write is retried when the database is unreachable
-    (W7): a settle that cannot land before the lease could lapse is given up, and the
-    job is run again by whoever claims it next (at-least-once).
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        *,
-        now: Callable[[], Any] = lambda: None,
-        retry_for: float = 0.0,
-        stop: threading.Event | None = None,
-    ) -> None:
-        self.db = db
-        self.now = now
-        self.retry_for = retry_for
-        self.stop = stop
-        self.before_write: Callable[[], None] | None = None
-
-    def write(self, query: str, **params: Any) -> list[Row]:
-        if self.before_write is not None:
-            self.before_write()
-        deadline = time.monotonic() + self.retry_for
-        pause = 0.1
-        while True:
-            try:
-                return self.db.run(QUERIES[query], now=self.now(), **params)
-            except QueryError as exc:
-                if time.monotonic() + pause > deadline:
-                    raise
-                logger.warning(
-                    "jobs.settle.retrying", extra={"query": query, "error": str(exc)}
-                )
-                if self.stop is not None and self.stop.wait(pause):
-                    raise
-                if self.stop is None:
-                    time.sleep(pause)
-                pause = min(pause * 2, 2.0)
-
-    def complete(self, job: Row, progress: str | None = None) -> bool:
-        rows = self.write(
-            "job_complete",
-            ids=[job["id"]],
-            lease_owners=[job["lease_owner"]],
-            progresses=[progress],
-        )
-        return bool(rows)
-
-    def retry(
-        self,
-        job: Row,
-        delay: float,
-        error: BaseException,
-        progress: str | None = None,
-    ) -> Any:
-        rows = self.write(
-            "job_retry",
-            id=job["id"],
-            lease_owner=job["lease_owner"],
-            delay=delay,
-            last_error=format_error(error),
-            error_code=error_code(error),
-            progress=progress,
-        )
-        return rows[0]["run_at"] if rows else None
-
-    def bury(
-        self,
-        job: Row,
-        *,
-        state: str,
-        error: BaseException | None,
-        stop_reason: str,
-        last_error: str | None = None,
-        code: str | None = None,
-        uncount: bool = False,
-        progress: str | None = None,
-    ) -> bool:
-        rows = self.write(
-            "job_bury",
-            id=job["id"],
-            lease_owner=job["lease_owner"],
-            state=state,
-            last_error=last_error
-            if last_error is not None
-            else (format_error(error) if error else ""),
-            error_code=code
-            if code is not None
-            else (error_code(error) if error else ""),
-            stop_reason=stop_reason,
-            uncount=uncount,
-            progress=progress,
-        )
-        return bool(rows)
-
-    def release(self, job: Row, *, uncount: bool) -> bool:
-        rows = self.write(
-            "job_release", id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
-        )
-        return bool(rows)
-
-    def suspend(
-        self, job: Row, suspension: RunSuspended, progress: str | None = None
-    ) -> Row | None:
-        """Park the job until its wake time, attempt not spent (S3, S4)."""
-        rows = self.write(
-            "job_suspend",
-            id=job["id"],
-            lease_owner=job["lease_owner"],
-            step=suspension.step if suspension.waiting else None,
-            wake_at=suspension.wake_at,
-            poll=suspension.poll,
-            progress=progress,
-        )
-        return rows[0] if rows else None
-
-    def reschedule(
-        self, job: Row, stage: Reschedule, progress: str | None = None
-    ) -> Row | None:
-        """Queue the job's next stage with a fresh attempt budget (S5)."""
-        rows = self.write(
-            "job_reschedule",
-            id=job["id"],
-            lease_owner=job["lease_owner"],
-            input=stage.input,
-            delay=stage.delay,
-            run_at=stage.run_at,
-            progress=progress,
-        )
-        return rows[0] if rows else None
 
 
 class Executor:
@@ -345,7 +142,7 @@ class Executor:
             ending = _Ending(job, handle, kwargs, journal, token, started)
             with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
                 job_started.send(sender=handle, run=run)
-                logger.info("jobs.attempt.started", extra=_fields(job))
+                logger.info("jobs.attempt.started", extra=job_fields(job))
                 if self.deadline_settler is not None:
                     deadlines.on_expiry = lambda what: self._settle_at_deadline(
                         ending, before_settle
@@ -385,7 +182,7 @@ class Executor:
             # The body caught its own RunSuspended: the run suspends all the same.
             logger.warning(
                 "jobs.suspension.swallowed",
-                extra={**_fields(job), "step": journal.suspension.step},
+                extra={**job_fields(job), "step": journal.suspension.step},
             )
             ending.suspension = journal.suspension
         progress = journal.progress.unsaved()
@@ -465,7 +262,7 @@ class Executor:
                     progress=ending.journal.progress.unsaved(),
                 )
         except Exception:
-            logger.exception("jobs.timeout.settle-failed", extra=_fields(ending.job))
+            logger.exception("jobs.timeout.settle-failed", extra=job_fields(ending.job))
         finally:
             close = getattr(settler.db, "close", None)
             if close is not None:
@@ -490,7 +287,7 @@ class Executor:
         logger.error(
             "jobs.timeout.abandoned",
             extra={
-                **_fields(ending.job),
+                **job_fields(ending.job),
                 "deadline": ending.journal.deadlines.expired,
                 "ran_for": round(time.monotonic() - ending.started, 3),
             },
@@ -542,7 +339,7 @@ class Executor:
         if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
             # The row is no longer ours: any write would be fenced out; say so and stop.
             logger.warning(
-                "jobs.settle.unowned", extra={**_fields(job), "reason": token.reason}
+                "jobs.settle.unowned", extra={**job_fields(job), "reason": token.reason}
             )
             duration = time.monotonic() - started
             metrics.attempt_finished(job, metrics.UNOWNED, duration, jobs=self.jobs)
@@ -606,7 +403,7 @@ class Executor:
         counted = str(outcome) if landed else metrics.UNOWNED
         metrics.attempt_finished(job, counted, duration, jobs=self.jobs)
         fields = {
-            **_fields(job),
+            **job_fields(job),
             "outcome": str(outcome),
             "duration": round(duration, 6),
         }
@@ -641,52 +438,6 @@ class Executor:
         announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
 
 
-def announce(
-    handle: JobHandle,
-    job: Row,
-    kwargs: dict[str, Any] | None,
-    outcome: Outcome,
-    *,
-    result: Any = None,
-    error: BaseException | None = None,
-    code: str | None = None,
-) -> None:
-    """Tell on_settled (up to 3 tries, under the job's tenant) and job_settled (P4)."""
-    settled = Settled(
-        outcome=outcome,
-        job_id=job["id"],
-        run_id=job["run_id"],
-        name=job["name"],
-        input=kwargs,
-        attempt=job["attempt"],
-        tenant_id=job["tenant_id"],
-        result=result,
-        error=error,
-        code=code
-        if code is not None
-        else (error_code(error) if error is not None else None),
-    )
-    hook = handle.definition.on_settled
-    with tenant_scope(job["tenant_id"]):
-        if hook is not None:
-            for attempt in range(1, ON_SETTLED_ATTEMPTS + 1):
-                try:
-                    hook(settled)
-                    break
-                except Exception as exc:
-                    if attempt == ON_SETTLED_ATTEMPTS:
-                        logger.error(
-                            "jobs.on-settled.failed",
-                            extra={
-                                **_fields(job),
-                                "error": repr(exc),
-                                "error_code": "X_JOB_ON_SETTLED_FAILED",
-                            },
-                            exc_info=exc,
-                        )
-        job_settled.send(sender=handle, settled=settled)
-
-
 @dataclass(eq=False)
 class _Ending:
     """How one body ended: returned a result, raised, or suspended."""
@@ -706,12 +457,14 @@ class _Ending:
         return self.error is None and self.suspension is None
 
 
-def _fields(job: Row) -> dict[str, Any]:
-    return {
-        "job_id": str(job["id"]),
-        "job_name": job["name"],
-        "queue": job["queue"],
-        "attempt": job["attempt"],
-        "tenant_id": job["tenant_id"],
-        "correlation_id": job["correlation_id"],
-    }
+__all__ = [
+    "SETTLING_OUTCOMES",
+    "Attempt",
+    "Executor",
+    "Outcome",
+    "Settled",
+    "Settler",
+    "announce",
+    "error_code",
+    "format_error",
+]

@@ -34,11 +34,12 @@ from ultimate_jobs.db import Database, Row
 from ultimate_jobs.declarations import Concurrency, Registry
 from ultimate_jobs.enqueue import concurrency_key_of
 from ultimate_jobs.exceptions import InvalidArgument, JobKeyBusy, JobsError, QueryError
-from ultimate_jobs.executor import Outcome, Settler, announce
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.leases import keyed_lease_key
+from ultimate_jobs.outcomes import Outcome, announce
 from ultimate_jobs.queues import validate_queue
 from ultimate_jobs.retry import classify
+from ultimate_jobs.settle import Settler
 from ultimate_jobs.sql import QUERIES
 
 logger = logging.getLogger(__name__)

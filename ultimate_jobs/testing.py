@@ -29,9 +29,11 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.events import reset_events
-from ultimate_jobs.executor import Attempt, Executor, Outcome, Settler, announce
+from ultimate_jobs.executor import Executor
 from ultimate_jobs.limits import Admission, admit, claim_parameters
+from ultimate_jobs.outcomes import Attempt, Outcome, announce
 from ultimate_jobs.relay import Relay
+from ultimate_jobs.settle import Settler
 from ultimate_jobs.sql import QUERIES
 
 

@@ -40,11 +40,13 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase, Row
 from ultimate_jobs.declarations import Registry, registry
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.executor import Executor, Outcome, Settler, announce
+from ultimate_jobs.executor import Executor
 from ultimate_jobs.leases import release_slots
 from ultimate_jobs.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.limits import Admission, Budget, Limits, admit, claim_parameters
+from ultimate_jobs.outcomes import Outcome, announce
 from ultimate_jobs.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
+from ultimate_jobs.settle import Settler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.timers import WakeTimer
 from ultimate_jobs.wake import QUEUE_CHANNEL, Wake

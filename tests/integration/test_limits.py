@@ -18,11 +18,12 @@ from tests.testapp.models import Record
 from ultimate_jobs import JobDeclarationInvalid, registry
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.executor import Outcome, Settler
 from ultimate_jobs.leases import LeaseStore, job_lease_key, keyed_lease_key
 from ultimate_jobs.limits import Admission, admit, claim_parameters
 from ultimate_jobs.models import Job, Lease
+from ultimate_jobs.outcomes import Outcome
 from ultimate_jobs.run import LEASE_LOST
+from ultimate_jobs.settle import Settler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing import JobsTestRunner
 from ultimate_jobs.worker import Held, Worker
