@@ -121,3 +121,20 @@ def run_roles(roles: Sequence[Role], lifecycle: Lifecycle) -> int:
     for thread in threads:
         thread.join()
     return max(codes.values(), default=0)
+
+
+def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
+    """Run the named roles in this process until SIGTERM/SIGINT: the body of
+    ``jobs_worker``, ``jobs_relay`` and ``jobs_scheduler``.
+
+    One Lifecycle takes the signals and one LISTEN session (when ``WAKE``) serves every
+    role. ``options`` are the fields of RoleOptions (queues, concurrency, worker_id,
+    max_jobs, extra).
+    """
+    lifecycle = Lifecycle()
+    lifecycle.install_signals()
+    wake = Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+    role_options = RoleOptions(
+        settings=settings, lifecycle=lifecycle, wake=wake, **options
+    )
+    return run_roles([ROLES[name](role_options) for name in names], lifecycle)

@@ -9,11 +9,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.relay import BATCH_SIZE
-from ultimate_jobs.roles import ROLES, RoleOptions, run_roles
-from ultimate_jobs.wake import Wake
+from ultimate_jobs.roles import serve
 
 
 class Command(BaseCommand):
@@ -45,16 +43,11 @@ class Command(BaseCommand):
             ensure_postgresql(settings.DATABASE)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
-        lifecycle = Lifecycle()
-        lifecycle.install_signals()
-        wake = (
-            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+        raise SystemExit(
+            serve(
+                ["relay"],
+                settings,
+                worker_id=options["relay_id"],
+                extra={"batch_size": options["batch_size"]},
+            )
         )
-        role_options = RoleOptions(
-            settings=settings,
-            lifecycle=lifecycle,
-            worker_id=options["relay_id"],
-            wake=wake,
-            extra={"batch_size": options["batch_size"]},
-        )
-        raise SystemExit(run_roles([ROLES["relay"](role_options)], lifecycle))

@@ -15,10 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.logs import configure_default_logging
-from ultimate_jobs.roles import ROLES, RoleOptions, run_roles
-from ultimate_jobs.wake import Wake
+from ultimate_jobs.roles import serve
 
 
 class Command(BaseCommand):
@@ -31,12 +29,4 @@ class Command(BaseCommand):
             ensure_postgresql(settings.DATABASE)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
-        lifecycle = Lifecycle()
-        lifecycle.install_signals()
-        wake = (
-            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
-        )
-        role = ROLES["scheduler"](
-            RoleOptions(settings=settings, lifecycle=lifecycle, wake=wake)
-        )
-        raise SystemExit(run_roles([role], lifecycle))
+        raise SystemExit(serve(["scheduler"], settings))

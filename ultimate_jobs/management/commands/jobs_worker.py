@@ -10,12 +10,10 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.exposition import serve_worker_metrics
-from ultimate_jobs.lifecycle import Lifecycle
 from ultimate_jobs.limits import add_limit_arguments, limits_from_options
 from ultimate_jobs.logs import configure_default_logging
 from ultimate_jobs.queues import validate_queue
-from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, RoleOptions, run_roles
-from ultimate_jobs.wake import Wake
+from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, serve
 
 
 class Command(BaseCommand):
@@ -91,21 +89,14 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
-        lifecycle = Lifecycle()
-        lifecycle.install_signals()
-        wake = (
-            Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
-        )
-        role_options = RoleOptions(
-            settings=settings,
-            lifecycle=lifecycle,
-            queues=queues,
-            concurrency=options["concurrency"],
-            worker_id=options["worker_id"],
-            max_jobs=options["max_jobs"],
-            wake=wake,
-            extra={"limits": limits},
-        )
         raise SystemExit(
-            run_roles([ROLES[name](role_options) for name in names], lifecycle)
+            serve(
+                names,
+                settings,
+                queues=queues,
+                concurrency=options["concurrency"],
+                worker_id=options["worker_id"],
+                max_jobs=options["max_jobs"],
+                extra={"limits": limits},
+            )
         )
