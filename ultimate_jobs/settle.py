@@ -63,9 +63,14 @@ class Settler:
         self.stop = stop
         self.before_write: Callable[[], None] | None = None
 
-    def write(self, query: str, **params: Any) -> list[Row]:
+    def before(self) -> None:
+        """Tell the caller an outcome is about to be written (the worker then stops
+        renewing and reporting the job, W4)."""
         if self.before_write is not None:
             self.before_write()
+
+    def write(self, query: str, **params: Any) -> list[Row]:
+        self.before()
         deadline = time.monotonic() + self.retry_for
         pause = 0.1
         while True:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ultimate_jobs import metrics
+from ultimate_jobs.acks import Acks
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase, Row
 from ultimate_jobs.declarations import Registry, registry
@@ -116,6 +117,7 @@ class Worker:
         self._saturated = False
         self._claims_left = max_jobs
         self._timer = WakeTimer(self.wake)  # retries and sleeps due within a minute
+        self._acks: Acks | None = None  # batched completions (N3), made in run()
         self.lifecycle.on_stop(self._on_stop)
         self.lifecycle.on_abandon(self._on_abandon)
 
@@ -134,6 +136,8 @@ class Worker:
         if self.notifications is not None:
             self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
             self.notifications.start()
+        acks_db = self._database("acks")
+        self._acks = Acks(acks_db, retry_for=self.settings.LEASE)
         for index in range(self.concurrency):
             self._spawn(self._handle_loop, f"jobs-handler-{index}")
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
@@ -142,6 +146,9 @@ class Worker:
             self._claim_loop(db)
             self._drain(db)
         finally:
+            # Completions handed over before the drain ended are written first.
+            self._acks.close(timeout=self.settings.LEASE)
+            acks_db.close()
             self._finished.set()
             self._timer.stop()
             for _ in range(self.concurrency):
@@ -296,6 +303,7 @@ class Worker:
             settler,
             jobs=self.jobs,
             manage_connections=True,
+            acks=self._acks,
             deadline_settler=lambda: Settler(
                 self._database("deadline"),
                 retry_for=self.settings.LEASE,

@@ -1,0 +1,99 @@
+"""Batched completions (N3): one statement settles many rows, each fenced on its own
+claim token (W3); a worker's drain writes what is pending."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.testapp.jobs import noop, watched
+from ultimate_jobs.acks import Acks
+from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.declarations import registry
+from ultimate_jobs.limits import claim_parameters
+from ultimate_jobs.models import Job
+from ultimate_jobs.sql import QUERIES
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claim(db, limit):
+    return db.run(
+        QUERIES["job_claim"],
+        queues=["default"],
+        limit=limit,
+        worker_id="w",
+        lease_seconds=30.0,
+        dropped=[],
+        now=None,
+        **claim_parameters(registry),
+    )
+
+
+def test_a_stale_token_in_a_batch_settles_nothing_for_its_row_and_the_rest_land():
+    db = DirectDatabase("default")
+    noop.enqueue_many([{"key": str(i)} for i in range(3)])
+    rows = claim(db, 3)
+    stale = {**rows[1], "lease_owner": uuid.uuid4()}
+    told: dict[str, bool] = {}
+    acks = Acks(db, start=False)
+
+    def teller(key: str):
+        def tell(landed: bool) -> None:
+            told[key] = landed
+
+        return tell
+
+    for row in (rows[0], stale, rows[2]):
+        assert acks.add(row, None, teller(str(row["id"])))
+    acks.start()
+    assert acks.close(timeout=10)
+    assert acks.batches == 1  # three completions, one statement
+    assert told == {
+        str(rows[0]["id"]): True,
+        str(rows[1]["id"]): False,
+        str(rows[2]["id"]): True,
+    }
+    states = dict(Job.objects.values_list("id", "state"))
+    assert [states[r["id"]] for r in rows] == ["done", "running", "done"]
+    assert acks.add(rows[1], None) is False  # closed: the caller writes it itself
+    db.close()
+
+
+def test_many_completions_take_few_statements():
+    db = DirectDatabase("default")
+    noop.enqueue_many([{"key": str(i)} for i in range(200)])
+    rows = claim(db, 200)
+    acks = Acks(db, start=False)
+    for row in rows:
+        acks.add(row)
+    acks.start()
+    assert acks.close(timeout=10)
+    assert acks.batches == 1
+    assert Job.objects.filter(state="done").count() == 200
+    db.close()
+
+
+def test_a_job_someone_listens_to_is_not_batched(jobs):
+    """on_settled must run after the row settled, in the attempt's thread: such a
+    completion is written at once, not handed to the batch."""
+    from ultimate_jobs.executor import Executor
+    from ultimate_jobs.settle import Settler
+
+    db = DirectDatabase("default")
+    acks = Acks(db, start=False)  # never started: a batched completion would hang here
+    executor = Executor(Settler(db), acks=acks)
+    watched.enqueue(key="w")
+    [row] = claim(db, 1)
+    attempt = executor.execute(row)
+    assert (str(attempt.outcome), attempt.landed) == ("completed", True)
+    assert Job.objects.get(pk=row["id"]).state == "done"
+    noop.enqueue(key="n")
+    [row] = claim(db, 1)
+    executor.execute(row)
+    assert Job.objects.get(pk=row["id"]).state == "running"  # queued in the batch
+    acks.start()
+    assert acks.close(timeout=10)
+    assert Job.objects.get(pk=row["id"]).state == "done"
+    db.close()
