@@ -22,16 +22,18 @@ from django.utils.html import format_html
 import ultimate_jobs.schedule_admin  # noqa: F401 - registers the scheduler's pages
 from ultimate_jobs import api
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import Job, QueuePause, Worker
+from ultimate_jobs.models import Job, JobCounter, QueuePause, Worker
 
 BULK_LIMIT = 1000
 
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
+    JobCounterModelAdmin = admin.ModelAdmin[JobCounter]
     QueuePauseModelAdmin = admin.ModelAdmin[QueuePause]
     WorkerModelAdmin = admin.ModelAdmin[Worker]
 else:  # ModelAdmin is generic only to the type checker
     JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
+    JobCounterModelAdmin = admin.ModelAdmin
 
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
@@ -235,4 +237,37 @@ class WorkerAdmin(WorkerModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(JobCounter)
+class JobCounterAdmin(JobCounterModelAdmin):
+    """Per-job counts by time bucket (P5): filter by job and tier, newest first."""
+
+    list_display = (
+        "name",
+        "bucket",
+        "tier",
+        "done",
+        "retried",
+        "failed",
+        "dead",
+        "mean",
+    )
+    list_filter = ("tier", "name")
+    date_hierarchy = "bucket"
+    show_full_result_count = False
+
+    @admin.display(description="mean duration (s)")
+    def mean(self, counter: JobCounter) -> str:
+        ran = counter.done + counter.retried + counter.failed + counter.dead
+        return f"{counter.duration / ran:.3f}" if ran else "-"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

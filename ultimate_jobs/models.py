@@ -450,3 +450,46 @@ class OutboxMessage(models.Model):
     def __str__(self) -> str:
         state = "published" if self.published_at else "staged"
         return f"{self.name} {self.id} ({state})"
+
+
+class CounterTier(models.IntegerChoices):
+    """How wide a counter bucket is (P5): 1-minute buckets for 24 h, 5-minute for 7 days,
+    1-hour for 30 days; the scheduler leader folds each tier into the next."""
+
+    MINUTE = 60
+    FIVE_MINUTES = 300
+    HOUR = 3600
+
+
+class JobCounter(models.Model):
+    """What one job's attempts did in one time bucket (P5).
+
+    Moved in the very statement that settles each row, so the counts never disagree
+    with the rows: ``done`` (completed), ``retried``, ``failed`` (dropped or refused),
+    ``dead`` (dead-lettered); ``duration`` sums the attempts' seconds.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    tier = models.IntegerField(choices=CounterTier.choices)
+    bucket = models.DateTimeField()
+    done = models.BigIntegerField(db_default=0)
+    retried = models.BigIntegerField(db_default=0)
+    failed = models.BigIntegerField(db_default=0)
+    dead = models.BigIntegerField(db_default=0)
+    duration = models.FloatField(db_default=0.0)  # seconds, summed over the attempts
+
+    class Meta:
+        db_table = "ultimate_jobs_counter"
+        ordering = ("-bucket", "name")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("name", "tier", "bucket"), name="ultimate_jobs_counter_bucket"
+            ),
+        )
+        indexes = (
+            models.Index(fields=("tier", "bucket"), name="ultimate_jobs_counter_age"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.bucket:%Y-%m-%d %H:%M} ({self.tier}s)"

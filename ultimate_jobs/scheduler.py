@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ultimate_jobs import counters
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.cron import CronSchedule
 from ultimate_jobs.db import Database, DirectDatabase
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 SCHEDULER_CHANNEL = "ultimate_jobs_scheduler"
 PAUSE_RECHECK = timedelta(seconds=5)  # a paused task that is due is looked at again
 MAX_FAILURE_BACKOFF = 60.0  # seconds between retries of a task whose function fails
+ROLLUP_EVERY = timedelta(minutes=5)  # how often the leader folds counter buckets (P5)
 
 
 def occurrence_key(key: str, occurrence: datetime) -> str:
@@ -126,6 +128,7 @@ class Scheduler:
         self._schedules: list[dict[str, Any]] | None = None
         self._schedules_revision: str | None = None
         self._earliest: datetime | None = None  # nothing is due before this
+        self._rolled_up_at = datetime.now(UTC)  # P5: the last counter rollup
         self._flags: set[str] = set()  # set by notifications, read by the round
         self._flags_lock = threading.Lock()
         self._nudge = threading.Event()
@@ -224,9 +227,20 @@ class Scheduler:
             return []
         if not self._loaded or self._schedules is None:
             self._load(current, driven)
+            self._rolled_up_at = current
+        elif current - self._rolled_up_at >= ROLLUP_EVERY:
+            self._roll_up(current, driven)
         if self._earliest is None or self._earliest > current:
             return []  # idle: no cron evaluation, no statement
         return self._fire_due(current, driven)
+
+    def _roll_up(self, current: datetime, driven: datetime | None) -> None:
+        """P5: fold ageing counter buckets, every ROLLUP_EVERY while leading."""
+        self._rolled_up_at = current
+        try:
+            counters.rollup(self.db, now=driven)
+        except QueryError as exc:
+            logger.warning("jobs.counters.rollup-failed", extra={"error": str(exc)})
 
     def _sleep_for(self) -> float:
         local = self._local(None)

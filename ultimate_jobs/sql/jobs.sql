@@ -432,6 +432,24 @@ claimed AS (
               job.input, job.tenant_id, job.idempotency_key, job.attempt,
               job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
               job.created_at, job.started_at, picked.lease_key
+),
+counted AS (
+    -- P5: a burial counts dead (or failed), a refusal failed, with no duration.
+    INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
+    SELECT ended.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+           count(*) FILTER (WHERE ended.state = 'failed'),
+           count(*) FILTER (WHERE ended.state = 'dead')
+      FROM (
+            SELECT buried.name, buried.state FROM buried
+             UNION ALL
+            SELECT refused.name, refused.state FROM refused
+           ) AS ended
+     GROUP BY ended.name
+     ORDER BY ended.name
+        ON CONFLICT (name, tier, bucket) DO UPDATE
+       SET failed = counter.failed + excluded.failed,
+           dead = counter.dead + excluded.dead
+    RETURNING counter.name
 )
 SELECT answer.buried, answer.refused, answer.id, answer.run_id, answer.name,
        answer.queue, answer.priority, answer.state, answer.input, answer.tenant_id,
@@ -489,59 +507,113 @@ SELECT held.id,
 -- Settle completed jobs as 'done', many in one statement (N3), each fenced on its own
 -- claim (W3): a row whose lease another worker took, or that was cancelled, is left
 -- alone and absent from the answer. Leaving the live states releases the key (J2).
-UPDATE ultimate_jobs_job AS job
-   SET state = 'done',
-       finished_at = coalesce(%(now)s::timestamptz, now()),
-       lease_owner = NULL,
-       lease_expires_at = NULL,
-       progress = coalesce(settled.progress, job.progress)
-  FROM unnest(
-           %(ids)s::uuid[],
-           %(lease_owners)s::uuid[],
-           %(progresses)s::jsonb[]
-       ) AS settled(id, lease_owner, progress)
- WHERE job.id = settled.id
-   AND job.state = 'running'
-   AND job.lease_owner = settled.lease_owner
-RETURNING job.id;
+-- The per-job counters move in this same statement (P5), by job name in name order
+-- (so two writers lock counter rows in one order), counting only rows that settled;
+-- a duration is measured on the database's clock, from the claim to the settle.
+WITH settled AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'done',
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           progress = coalesce(given.progress, job.progress)
+      FROM unnest(
+               %(ids)s::uuid[],
+               %(lease_owners)s::uuid[],
+               %(progresses)s::jsonb[]
+           ) AS given(id, lease_owner, progress)
+     WHERE job.id = given.id
+       AND job.state = 'running'
+       AND job.lease_owner = given.lease_owner
+    RETURNING job.id, job.name,
+              extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
+                  AS duration
+),
+counted AS (
+    INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, done, duration)
+    SELECT settled.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+           count(*), coalesce(sum(settled.duration), 0)
+      FROM settled
+     GROUP BY settled.name
+     ORDER BY settled.name
+        ON CONFLICT (name, tier, bucket) DO UPDATE
+       SET done = counter.done + excluded.done,
+           duration = counter.duration + excluded.duration
+    RETURNING counter.name
+)
+-- (A data-modifying CTE always runs to completion, read or not.)
+SELECT settled.id FROM settled;
 
 -- name: job_retry :many
 -- A failed attempt with attempts left: back to the queue after `delay` seconds (R1, R2),
 -- 'delayed' while it backs off ('ready' when the delay is zero). The attempt stays
--- counted. Fenced on the claim (W3).
-UPDATE ultimate_jobs_job AS job
-   SET state = CASE WHEN %(delay)s::double precision > 0 THEN 'delayed' ELSE 'ready' END,
-       run_at = coalesce(%(now)s::timestamptz, now())
-                + make_interval(secs => %(delay)s::double precision),
-       lease_owner = NULL,
-       lease_expires_at = NULL,
-       last_error = %(last_error)s::text,
-       error_code = %(error_code)s::text,
-       progress = coalesce(%(progress)s::jsonb, job.progress)
- WHERE job.id = %(id)s::uuid
-   AND job.state = 'running'
-   AND job.lease_owner = %(lease_owner)s::uuid
-RETURNING job.id, job.run_at;
+-- counted. Fenced on the claim (W3); the job's `retried` counter moves with it (P5).
+WITH settled AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = CASE WHEN %(delay)s::double precision > 0 THEN 'delayed' ELSE 'ready' END,
+           run_at = coalesce(%(now)s::timestamptz, now())
+                    + make_interval(secs => %(delay)s::double precision),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           last_error = %(last_error)s::text,
+           error_code = %(error_code)s::text,
+           progress = coalesce(%(progress)s::jsonb, job.progress)
+     WHERE job.id = %(id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+    RETURNING job.id, job.name, job.run_at,
+              extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
+                  AS duration
+),
+counted AS (
+    INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, retried, duration)
+    SELECT settled.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+           1, coalesce(settled.duration, 0)
+      FROM settled
+        ON CONFLICT (name, tier, bucket) DO UPDATE
+       SET retried = counter.retried + 1,
+           duration = counter.duration + excluded.duration
+    RETURNING counter.name
+)
+SELECT settled.id, settled.run_at FROM settled;
 
 -- name: job_bury :many
 -- A failed attempt that ends the job: 'dead' (dead-lettered, requeueable, R4) or
 -- 'failed' (dead_letter=False, or refused). Keeps the input, the attempts, the last
--- error with its traceback and why it stopped. Fenced on the claim (W3).
-UPDATE ultimate_jobs_job AS job
-   SET state = %(state)s::text,
-       finished_at = coalesce(%(now)s::timestamptz, now()),
-       lease_owner = NULL,
-       lease_expires_at = NULL,
-       last_error = %(last_error)s::text,
-       error_code = %(error_code)s::text,
-       stop_reason = %(stop_reason)s::text,
-       attempt = job.attempt - CASE WHEN %(uncount)s::boolean THEN 1 ELSE 0 END,
-       progress = coalesce(%(progress)s::jsonb, job.progress)
- WHERE job.id = %(id)s::uuid
-   AND job.state = 'running'
-   AND job.lease_owner = %(lease_owner)s::uuid
-   AND %(state)s::text IN ('dead', 'failed')
-RETURNING job.id;
+-- error with its traceback and why it stopped. Fenced on the claim (W3); the job's
+-- `dead` or `failed` counter moves with it (P5).
+WITH settled AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = %(state)s::text,
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           last_error = %(last_error)s::text,
+           error_code = %(error_code)s::text,
+           stop_reason = %(stop_reason)s::text,
+           attempt = job.attempt - CASE WHEN %(uncount)s::boolean THEN 1 ELSE 0 END,
+           progress = coalesce(%(progress)s::jsonb, job.progress)
+     WHERE job.id = %(id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+       AND %(state)s::text IN ('dead', 'failed')
+    RETURNING job.id, job.name, job.state,
+              extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
+                  AS duration
+),
+counted AS (
+    INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead, duration)
+    SELECT settled.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+           (settled.state = 'failed')::integer, (settled.state = 'dead')::integer,
+           coalesce(settled.duration, 0)
+      FROM settled
+        ON CONFLICT (name, tier, bucket) DO UPDATE
+       SET failed = counter.failed + excluded.failed,
+           dead = counter.dead + excluded.dead,
+           duration = counter.duration + excluded.duration
+    RETURNING counter.name
+)
+SELECT settled.id FROM settled;
 
 -- name: job_release :many
 -- Hand a claimed job back to the queue, claimable at once, lease released (W6).

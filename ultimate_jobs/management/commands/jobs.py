@@ -10,12 +10,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ultimate_jobs import api, introspection
+from ultimate_jobs import api, counters, introspection
 from ultimate_jobs.exceptions import JobsError
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats."
+    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters."
 
     def add_arguments(self, parser: CommandParser) -> None:
         verbs = parser.add_subparsers(dest="verb", required=True)
@@ -56,6 +56,10 @@ class Command(BaseCommand):
         bulk.add_argument("--tenant")
         bulk.add_argument("--reason", default="cancelled from the command line")
         bulk.add_argument("--json", action="store_true")
+        counted = verbs.add_parser("counters", help="per-job counts since a time (P5)")
+        counted.add_argument("--since", default="1h", help="a duration: 1h, 1d, 7d")
+        counted.add_argument("--name")
+        counted.add_argument("--json", action="store_true")
         for verb, text in (
             ("workers", "live workers"),
             ("stats", "jobs per queue and state"),
@@ -129,6 +133,9 @@ class Command(BaseCommand):
             reason=options["reason"],
         )
 
+    def do_counters(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return counters.totals(since=options["since"], name=options["name"])
+
     def do_workers(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return introspection.workers()
 
@@ -151,6 +158,14 @@ class Command(BaseCommand):
                 states = " ".join(f"{k}={v}" for k, v in queue["states"].items() if v)
                 paused = " (paused)" if queue["paused"] else ""
                 self.stdout.write(f"{queue['queue']}{paused}: {states or 'empty'}")
+        elif verb == "counters":
+            for row in result:
+                mean = row["mean_duration"]
+                self.stdout.write(
+                    f"{row['name']}: done={row['done']} retried={row['retried']} "
+                    f"failed={row['failed']} dead={row['dead']} "
+                    f"mean={'-' if mean is None else f'{mean:.3f}s'}"
+                )
         elif verb == "workers":
             for worker in result:
                 self.stdout.write(
