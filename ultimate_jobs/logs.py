@@ -113,7 +113,8 @@ def configure_default_logging(
 ) -> None:
     """Show ultimate_jobs events on stderr unless the project configured logging.
 
-    ``log_format`` defaults to the ``LOG_FORMAT`` setting.
+    ``verbosity`` is the command's ``-v``: 0 shows warnings and errors only (no line per
+    attempt), 1 every event, 2 debug too. ``log_format`` defaults to ``LOG_FORMAT``.
     """
     log = logging.getLogger("ultimate_jobs")
     if log.handlers or logging.getLogger().handlers:
@@ -124,4 +125,6 @@ def configure_default_logging(
     handler.setFormatter(make_formatter(log_format))
     handler.addFilter(CorrelationFilter())
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+    # Django's -v: 0 warnings and errors only, 1 (the default) every event, 2+ debug.
+    levels = {0: logging.WARNING, 1: logging.INFO}
+    log.setLevel(levels.get(verbosity, logging.DEBUG))

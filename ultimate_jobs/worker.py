@@ -54,6 +54,9 @@ from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 
 logger = logging.getLogger(__name__)
 
+# While saturated, how long a freed slot waits for others before the claim (seconds).
+GATHER = 0.002
+
 
 @dataclass(eq=False)
 class Held:
@@ -189,11 +192,17 @@ class Worker:
         poll = self.settings.POLL_INTERVAL
         idle = poll
         failures = 0
+        gather = min(GATHER, poll)
         while not self.lifecycle.stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._wait(poll)
                 continue
+            if self._saturated and free < max(2, self.concurrency // 4):
+                # Busy: let a few more slots come free so one claim fills them (N3),
+                # rather than one claim statement per finished job.
+                self.lifecycle.wait(gather)
+                free = self._free_slots()
             try:
                 claimed = self._claim(db, free)
             except QueryError as exc:
