@@ -450,3 +450,13 @@ class OutboxMessage(models.Model):
     def __str__(self) -> str:
         state = "published" if self.published_at else "staged"
         return f"{self.name} {self.id} ({state})"
+
+
+# The webhook ledger's tables (F5) live in their own module; imported here so Django
+# registers them with this app.
+from ultimate_jobs.webhook_models import (  # noqa: E402
+    WebhookDelivery as WebhookDelivery,
+)
+from ultimate_jobs.webhook_models import (  # noqa: E402
+    WebhookEndpointState as WebhookEndpointState,
+)
