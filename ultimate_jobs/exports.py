@@ -270,7 +270,10 @@ class Export:
         ordered = source.order_by("pk")
         if cursor is not None:
             ordered = ordered.filter(pk__gt=cursor)
-        return list(ordered[: self.batch + 1])
+        rows = list(ordered[: self.batch + 1])
+        if rows:
+            _cursor(rows[0], self.name)  # model instances, not values() dicts
+        return rows
 
     def _encode(self, rows: Sequence[Any], index: int) -> bytes:
         """The whole page, bounded by max_part_bytes while it is built."""

@@ -41,6 +41,7 @@ import logging
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -276,13 +277,17 @@ class Delivery:
                 "endpoint() answers a WebhookEndpoint or None",
                 job=self.name,
             )
-        scheme, _, rest = target.url.partition("://")
-        if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        try:
+            parts = urllib.parse.urlsplit(target.url)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except (TypeError, ValueError, AttributeError):
+            valid = False
+        if not valid:
             # The URL itself stays out of the message: it may carry a token.
             raise WebhookInvalid(
                 "endpoint.url",
-                f"<{scheme or 'no'} URL of endpoint {target.id}>",
-                "an http:// or https:// URL",
+                f"<the URL of endpoint {target.id}>",
+                "an http:// or https:// URL with a host",
                 job=self.name,
             )
         for name, value in target.headers.items():

@@ -354,7 +354,7 @@ def test_bad_declarations_and_prefixes_are_refused_and_write_nothing(tmp_path):
     assert Job.objects.filter(name=export.name).count() == 0
 
 
-def test_a_sliced_source_and_a_naive_datetime_are_refused(jobs, tmp_path):
+def test_a_sliced_or_values_source_and_a_naive_datetime_are_refused(jobs, tmp_path):
     records("bad", ["a"])
     sliced = export_rows(
         "tests.export.sliced",
@@ -370,9 +370,23 @@ def test_a_sliced_source_and_a_naive_datetime_are_refused(jobs, tmp_path):
         columns=["at"],
         row=lambda r: {"at": r.at.replace(tzinfo=None)},
     )
+    dicts = export_rows(
+        "tests.export.dicts",
+        tenant=NO_TENANT,
+        prefix=lambda p: "exports/dicts",
+        source=lambda p: Record.objects.values("id"),
+        columns=["id"],
+        row=lambda r: {"id": r.pk},
+        storage=lambda: FileSystemStorage(location=tmp_path),
+    )
     first, second = sliced.enqueue(), naive.enqueue(tag="bad")
+    third = dicts.enqueue()
     jobs.run()
-    for answer, text in ((first, "filter the QuerySet"), (second, "naive datetime")):
+    for answer, text in (
+        (first, "filter the QuerySet"),
+        (second, "naive datetime"),
+        (third, "not values()"),
+    ):
         job = Job.objects.get(pk=answer.id)
         assert (job.state, job.error_code) == ("dead", "X_EXPORT_INVALID")
         assert text in job.last_error

@@ -503,6 +503,21 @@ def test_the_payload_tenant_must_be_the_run_tenant(jobs, world, ledger):
     assert len(world.receiver.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "url", ["ftp://host/x", f"example.com/hook?token={SECRET}", "http:///nohost"]
+)
+def test_a_url_that_is_not_http_is_refused_without_naming_it(jobs, world, ledger, url):
+    world.endpoint("ep2", url=url)
+    answer = declare(world, ledger).enqueue(endpoint_id="ep2", event_id="evt_01")
+    [attempt] = jobs.run()
+    assert attempt.outcome == "dead-lettered"
+    row = job_of(answer)
+    assert row.error_code == "X_WEBHOOK_INVALID"
+    assert "<the URL of endpoint ep2>" in row.last_error
+    assert "s3cr3t" not in row.last_error
+    assert world.receiver.requests == []
+
+
 def test_a_missing_endpoint_or_event_dead_letters_without_a_request(
     jobs, world, ledger
 ):
