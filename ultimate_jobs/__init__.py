@@ -26,6 +26,10 @@ from ultimate_jobs.events import Published, publish_event
 from ultimate_jobs.exceptions import (
     ConfigurationError,
     EventTimeout,
+    ExportInvalid,
+    ExportPartTooLarge,
+    ExportUnknownColumn,
+    ExportWriteConflict,
     IdempotencyRequired,
     InvalidArgument,
     InvalidCron,
@@ -45,6 +49,7 @@ from ultimate_jobs.exceptions import (
     JobNotRemovable,
     JobNotRequeueable,
     JobsError,
+    JobTenantMismatch,
     JobTenantRequired,
     JobTimeout,
     LeaseLost,
@@ -58,7 +63,13 @@ from ultimate_jobs.exceptions import (
     UnknownJob,
     UnknownTask,
     UnsupportedDatabase,
+    WebhookDeliveryFailed,
+    WebhookEndpointDisabled,
+    WebhookInvalid,
+    WebhookNotFound,
+    WebhookSignatureInvalid,
 )
+from ultimate_jobs.exports import export_part_key, export_rows
 from ultimate_jobs.handle import Enqueued, JobHandle
 from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
 from ultimate_jobs.run import CancelToken, Run
@@ -73,14 +84,32 @@ from ultimate_jobs.schedules import (
     unrecur,
 )
 from ultimate_jobs.tasks import TaskHandle, task, task_registry
+from ultimate_jobs.webhook_ledger import (
+    DatabaseWebhookLedger,
+    DeliveryAttempt,
+    MemoryWebhookLedger,
+    WebhookLedger,
+)
+from ultimate_jobs.webhook_signature import (
+    VerifiedWebhook,
+    verify_signature,
+    verify_webhook_signature,
+)
+from ultimate_jobs.webhooks import WebhookEndpoint, WebhookEvent, webhook
 
 __all__ = [
     "NO_TENANT",
     "CancelToken",
     "Concurrency",
     "ConfigurationError",
+    "DatabaseWebhookLedger",
+    "DeliveryAttempt",
     "Enqueued",
     "EventTimeout",
+    "ExportInvalid",
+    "ExportPartTooLarge",
+    "ExportUnknownColumn",
+    "ExportWriteConflict",
     "IdempotencyRequired",
     "InvalidArgument",
     "InvalidCron",
@@ -102,10 +131,12 @@ __all__ = [
     "JobNotRemovable",
     "JobNotRequeueable",
     "JobState",
+    "JobTenantMismatch",
     "JobTenantRequired",
     "JobTimeout",
     "JobsError",
     "LeaseLost",
+    "MemoryWebhookLedger",
     "OutboxNoTx",
     "Published",
     "QueryError",
@@ -122,9 +153,20 @@ __all__ = [
     "UnknownJob",
     "UnknownTask",
     "UnsupportedDatabase",
+    "VerifiedWebhook",
+    "WebhookDeliveryFailed",
+    "WebhookEndpoint",
+    "WebhookEndpointDisabled",
+    "WebhookEvent",
+    "WebhookInvalid",
+    "WebhookLedger",
+    "WebhookNotFound",
+    "WebhookSignatureInvalid",
     "correlation_scope",
     "current_correlation_id",
     "current_tenant",
+    "export_part_key",
+    "export_rows",
     "job",
     "next_run",
     "pause_task",
@@ -139,6 +181,9 @@ __all__ = [
     "task_registry",
     "trigger",
     "unrecur",
+    "verify_signature",
+    "verify_webhook_signature",
+    "webhook",
 ]
 
 

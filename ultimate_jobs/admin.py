@@ -20,6 +20,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 import ultimate_jobs.schedule_admin  # noqa: F401 - registers the scheduler's pages
+import ultimate_jobs.webhook_admin as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import Job, JobCounter, QueuePause, Worker

@@ -30,7 +30,17 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── JobKeyBusy                    a keyed concurrency limit refused the run
 ├── LeaseLost                     this worker no longer holds the job's claim
 ├── QueryError                    a named SQL statement failed (driver error in __cause__)
-└── UnsupportedDatabase           the jobs database is not PostgreSQL
+├── UnsupportedDatabase           the jobs database is not PostgreSQL
+├── JobTenantMismatch             a factory job's input names another tenant than its run
+├── ExportInvalid                 an export's source, prefix, storage or cell is unusable
+│   ├── ExportUnknownColumn       row() answered a key the export's columns do not carry
+│   └── ExportPartTooLarge        one encoded page passed max_part_bytes (lower the batch)
+├── ExportWriteConflict           the storage kept a part under another name (retryable)
+├── WebhookInvalid                an event id/topic holds ':' or an endpoint URL is unusable
+├── WebhookNotFound               the endpoint or event seam answered None
+├── WebhookEndpointDisabled       the endpoint is disabled: no request is made
+├── WebhookDeliveryFailed         the receiver failed, refused or was unreachable (retryable)
+└── WebhookSignatureInvalid       a received delivery's signature does not verify
 
 JobControl                        raised by job bodies on purpose: an outcome, not a failure
 ├── Terminal                      stop for good: dead-letter now, attempts unspent
@@ -344,6 +354,115 @@ class UnsupportedDatabase(JobsError, ImproperlyConfigured):
     """The jobs database alias is not PostgreSQL."""
 
     code = "X_UNSUPPORTED_DATABASE"
+
+
+class JobTenantMismatch(JobsError):
+    """A factory job's input names another tenant than the one its run is under."""
+
+    code = "X_JOB_TENANT_MISMATCH"
+
+    def __init__(self, job: str, field: str, value: object, tenant: object) -> None:
+        super().__init__(
+            f"{job}: {field}={value!r}: the run is under tenant {tenant!r}",
+            field=field,
+            value=value,
+        )
+        self.job = job
+        self.field = field
+        self.value = value
+        self.tenant = tenant
+
+
+class ExportInvalid(InvalidArgument):
+    """An export's source, prefix, storage or a row's cell cannot be exported."""
+
+    code = "X_EXPORT_INVALID"
+
+
+class ExportUnknownColumn(ExportInvalid):
+    """row() answered a key the export's columns do not carry (F4)."""
+
+    code = "X_EXPORT_UNKNOWN_COLUMN"
+
+
+class ExportPartTooLarge(ExportInvalid):
+    """One encoded page passed max_part_bytes; the message names the batch to lower."""
+
+    code = "X_EXPORT_PART_TOO_LARGE"
+
+    def __init__(self, job: str, page: int, batch: int, max_part_bytes: int) -> None:
+        super().__init__(
+            "batch",
+            batch,
+            f"page {page} encodes to more than max_part_bytes={max_part_bytes}; "
+            "lower the batch (or raise max_part_bytes)",
+            job=job,
+        )
+        self.page = page
+        self.batch = batch
+        self.max_part_bytes = max_part_bytes
+
+
+class ExportWriteConflict(JobsError):
+    """The storage kept a part under another name than its key; the page is run again."""
+
+    code = "X_EXPORT_WRITE_CONFLICT"
+    classification = "retryable"
+
+
+class WebhookInvalid(InvalidArgument):
+    """An event id or topic holds ':' (or is empty), or an endpoint is unusable."""
+
+    code = "X_WEBHOOK_INVALID"
+
+
+class WebhookNotFound(JobsError):
+    """The endpoint or the event of a delivery no longer exists (its seam answered None)."""
+
+    code = "X_WEBHOOK_NOT_FOUND"
+
+
+class WebhookEndpointDisabled(JobsError):
+    """The endpoint is disabled; no request is made until a person re-enables it."""
+
+    code = "X_WEBHOOK_ENDPOINT_DISABLED"
+
+    def __init__(self, job: str, endpoint_id: str, reason: str) -> None:
+        super().__init__(
+            f"{job}: endpoint_id={endpoint_id!r}: disabled ({reason})",
+            endpoint_id=endpoint_id,
+        )
+        self.endpoint_id = endpoint_id
+        self.reason = reason
+
+
+class WebhookDeliveryFailed(JobsError):
+    """The receiver answered a failure or a redirect, or could not be reached."""
+
+    code = "X_WEBHOOK_DELIVERY_FAILED"
+    classification = "retryable"
+
+    def __init__(
+        self, job: str, endpoint_id: str, status: int | None, error: str
+    ) -> None:
+        answered = f"answered {status}" if status is not None else "unreachable"
+        super().__init__(
+            f"{job}: endpoint_id={endpoint_id!r}: {answered}: {error}",
+            endpoint_id=endpoint_id,
+            status=status,
+        )
+        self.endpoint_id = endpoint_id
+        self.status = status
+
+
+class WebhookSignatureInvalid(JobsError):
+    """A received delivery's signature headers are missing, stale or do not verify."""
+
+    code = "X_WEBHOOK_SIGNATURE_INVALID"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class JobControl(Exception):

@@ -400,7 +400,7 @@ class Executor:
             return attempt
         retry = definition.retry if definition is not None else None
         if isinstance(verdict, float):
-            delay = retry.spread(verdict) if retry is not None else verdict
+            delay = retry.stated(verdict) if retry is not None else verdict
         else:
             delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
         run_at = settler.retry(job, delay, exc, progress)

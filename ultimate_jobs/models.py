@@ -493,3 +493,13 @@ class JobCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.bucket:%Y-%m-%d %H:%M} ({self.tier}s)"
+
+
+# The webhook ledger's tables (F5) live in their own module; imported here so Django
+# registers them with this app.
+from ultimate_jobs.webhook_models import (  # noqa: E402
+    WebhookDelivery as WebhookDelivery,
+)
+from ultimate_jobs.webhook_models import (  # noqa: E402
+    WebhookEndpointState as WebhookEndpointState,
+)

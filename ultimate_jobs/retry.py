@@ -91,6 +91,16 @@ class Retry:
         source = rng if rng is not None else _random
         return half + source.uniform(0, half)
 
+    def stated(self, seconds: float, rng: random.Random | None = None) -> float:
+        """The wait for a time a failure NAMED (``RetryAfter``): never earlier than
+        named, clamped by ``max_delay``; jitter adds up to a tenth on top, so failures
+        handed one instant do not all come back together. Exact with jitter off."""
+        seconds = min(max(seconds, 0.0), self.max_delay_seconds)
+        if not self.jitter or seconds <= 0:
+            return seconds
+        source = rng if rng is not None else _random
+        return seconds + source.uniform(0, seconds / 10)
+
     def is_final_attempt(self, attempt: int) -> bool:
         """True when a failure of this attempt would not be retried for want of attempts."""
         return attempt >= self.attempts

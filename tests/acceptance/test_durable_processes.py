@@ -122,7 +122,7 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
         wait_for(in_state(answer.id, "suspended"), interval=0.005)
         published = publish_event("order.paid", {"order": f"L{index}", "amount": index})
         assert published.woken == 1
-        wait_for(in_state(answer.id, "done"), timeout=5, interval=0.005)
+        wait_for(in_state(answer.id, "done"), timeout=45, interval=0.005)
         step = JobStep.objects.get(job_id=answer.id)
         event = Event.objects.get(pk=published.id)
         assert step.finished_at is not None
@@ -134,7 +134,9 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
             f"median {statistics.median(delays):.1f}, max {max(delays):.1f}, "
             f"all {[round(d, 1) for d in delays]}"
         )
-    assert max(delays) < 5000
+    # Generous, for a loaded CI machine: well under the 60 s poll and the 1 h event_poll,
+    # which are the only other ways the run could come back.
+    assert max(delays) < 30000
 
 
 def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_worker):

@@ -325,3 +325,6 @@ def pickup_stamp(run: Run, key: str) -> None:
     line runs before the body's database connection is opened."""
     started = time.time()
     record(run, key, f"started:{started:.6f}")
+
+
+from . import factory_jobs  # noqa: E402, F401 - the export and webhook process tests (F4, F5)
