@@ -187,3 +187,17 @@ def clean_registry() -> Iterator[None]:
     yield
     for name in set(registry.names()) - before:
         registry.unregister(name)
+
+
+@pytest.fixture
+def without_app_purge() -> Iterator[None]:
+    """Hide the app's own hourly purge task (ultimate_jobs/jobs.py) from the scheduler,
+    for tests that count the watermarks and jobs of the tasks they declare."""
+    from ultimate_jobs.jobs import purge_hourly
+    from ultimate_jobs.tasks import task_registry
+
+    task_registry.unregister(purge_hourly.name)
+    try:
+        yield
+    finally:
+        task_registry.register(purge_hourly)

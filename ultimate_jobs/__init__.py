@@ -2,7 +2,7 @@
 
 Declare a job with ``@job``, put it on the queue with ``handle.enqueue(...)``, run it
 with ``manage.py jobs_worker``; put jobs on the queue on a cron with ``@task`` or
-``recur(...)``. See docs/ for the guide.
+``recur(...)``; trim tables with ``purge(...)``. See docs/ for the guide.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ from ultimate_jobs.exceptions import (
     JobTimeout,
     LeaseLost,
     OutboxNoTx,
+    PurgeTargetDuplicate,
+    PurgeTargetInvalid,
     QueryError,
     RetryAfter,
     RunSuspended,
@@ -71,6 +73,7 @@ from ultimate_jobs.exceptions import (
 )
 from ultimate_jobs.exports import export_part_key, export_rows
 from ultimate_jobs.handle import Enqueued, JobHandle
+from ultimate_jobs.purge import PurgeTarget, purge
 from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
 from ultimate_jobs.run import CancelToken, Run
 from ultimate_jobs.schedules import (
@@ -139,6 +142,9 @@ __all__ = [
     "MemoryWebhookLedger",
     "OutboxNoTx",
     "Published",
+    "PurgeTarget",
+    "PurgeTargetDuplicate",
+    "PurgeTargetInvalid",
     "QueryError",
     "Registry",
     "Retry",
@@ -171,6 +177,7 @@ __all__ = [
     "next_run",
     "pause_task",
     "publish_event",
+    "purge",
     "recur",
     "register_error_retry",
     "registry",

@@ -57,6 +57,9 @@ class JobsSettings:
     WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
     LOG_FORMAT: str = "text"  # the worker commands' default log lines: "text" | "json"
     EVENT_RETENTION: float = 7 * 86400.0  # seconds a published event stays matchable
+    OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
+    PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
+    PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -74,6 +77,7 @@ _DURATIONS = (
     "RELAY_INTERVAL",
     "SCHEDULER_TICK",
     "EVENT_RETENTION",
+    "OUTBOX_RETENTION",
     "SCHEDULER_LEASE",
 )
 
@@ -134,10 +138,28 @@ def _bool(key: str, value: object) -> bool:
     raise ConfigurationError(key, value, "expected true or false")
 
 
+def _retention(key: str, value: object) -> dict[str, Any]:
+    """The project-wide retention rules, checked like a job's ``retention=`` (F6)."""
+    from ultimate_jobs.declarations import _check_retention
+    from ultimate_jobs.exceptions import InvalidArgument
+
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            key, value, "expected a mapping like {'done': {'days': 1}}"
+        )
+    try:
+        return _check_retention(value, key)
+    except InvalidArgument as exc:
+        field = exc.field.replace("retention", key, 1)
+        raise ConfigurationError(
+            key, value, f"{field}={exc.value!r}: {exc.reason}"
+        ) from None
+
+
 def _clean(key: str, value: object) -> Any:
     if key in _DURATIONS:
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
-    if key == "CONCURRENCY":
+    if key in {"CONCURRENCY", "PURGE_BATCH", "PURGE_MAX_BATCHES"}:
         return _positive_int(key, value)
     if key == "QUEUES":
         return _queues(key, value)
@@ -160,11 +182,7 @@ def _clean(key: str, value: object) -> Any:
             raise ConfigurationError(key, value, "expected a non-empty string")
         return value
     if key == "RETENTION":
-        if not isinstance(value, Mapping):
-            raise ConfigurationError(
-                key, value, "expected a mapping like {'done': {'days': 1}}"
-            )
-        return dict(value)
+        return _retention(key, value)
     raise ConfigurationError(
         key, value, "unknown key"
     )  # pragma: no cover - guarded by caller

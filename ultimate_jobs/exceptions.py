@@ -9,7 +9,9 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   ├── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
 │   │   ├── IdempotencyRequired   @job without idempotency_key
 │   │   └── JobTenantRequired     @job without tenant
-│   └── TaskDeclarationInvalid    a @task declaration or a schedule is invalid
+│   ├── TaskDeclarationInvalid    a @task declaration or a schedule is invalid
+│   └── PurgeTargetInvalid        a purge's targets function answered a bad target
+│       └── PurgeTargetDuplicate  two targets of one purge share a name
 ├── InvalidJobPayload             input that does not fit the job's signature
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
@@ -138,6 +140,19 @@ class TaskDeclarationInvalid(InvalidArgument):
     """A @task declaration, a runtime schedule, or a value a task answered is invalid."""
 
     code = "X_TASK_DECLARATION_INVALID"
+
+
+class PurgeTargetInvalid(InvalidArgument):
+    """A purge's targets function answered something that is not a list of targets,
+    a target without a name or ``purge_expired``, or a count that is not one."""
+
+    code = "X_PURGE_TARGET_INVALID"
+
+
+class PurgeTargetDuplicate(PurgeTargetInvalid):
+    """Two targets of one purge share a name: refused before the first delete."""
+
+    code = "X_PURGE_TARGET_DUPLICATE"
 
 
 class InvalidJobPayload(JobsError):

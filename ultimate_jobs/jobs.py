@@ -1,18 +1,25 @@
-"""The jobs this app declares itself: the bridge that runs django.tasks Tasks (X2)."""
+"""The jobs this app declares itself: the bridge that runs django.tasks Tasks (X2), and
+the hourly purge of the app's own tables (F3, F6), fired by the scheduler."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.declarations import NO_TENANT, job
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.housekeeping import app_targets
+from ultimate_jobs.purge import purge
 from ultimate_jobs.retry import Retry
 from ultimate_jobs.run import Run
 from ultimate_jobs.signals import job_settled
+from ultimate_jobs.tasks import task
 
 BRIDGE = "ultimate_jobs.django_task"
+PURGE = "ultimate_jobs.purge"
 
 
 @job(
@@ -64,3 +71,21 @@ def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
         from_signals().task_finished.send(
             sender=type(result.task.get_backend()), task_result=result
         )
+
+
+purge_tables = purge(
+    PURGE,
+    app_targets,
+    description="Deletes expired events, workers and leases, old published outbox "
+    "rows and finished jobs past their retention.",
+)
+
+
+@task(
+    cron="0 * * * *",
+    tz="UTC",
+    name="ultimate_jobs.purge_hourly",
+    description="Puts the purge of the app's own tables on the queue every hour.",
+)
+def purge_hourly(occurrence: datetime) -> list[tuple[JobHandle, dict[str, Any]]]:
+    return [(purge_tables, {})]

@@ -115,7 +115,12 @@ class Job(models.Model):
             models.Index(
                 fields=("state", "finished_at"), name="ultimate_jobs_job_state_age"
             ),
-            models.Index(fields=("name", "state"), name="ultimate_jobs_job_name_state"),
+            # F6: retention reads each (name, final state) by age; also serves the
+            # lists by name, and the purge's loose scan over the names.
+            models.Index(
+                fields=("name", "state", "finished_at"),
+                name="ultimate_jobs_job_name_age",
+            ),
             models.Index(fields=("tenant_id",), name="ultimate_jobs_job_tenant"),
         )
 
@@ -444,6 +449,12 @@ class OutboxMessage(models.Model):
                 fields=("staged_tx", "staged_at", "id"),
                 name="ultimate_jobs_outbox_tx",
                 condition=Q(published_at__isnull=True),
+            ),
+            # O5: the purge deletes published rows by age.
+            models.Index(
+                fields=("published_at",),
+                name="ultimate_jobs_outbox_published",
+                condition=Q(published_at__isnull=False),
             ),
         )
 

@@ -104,7 +104,12 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
     (event.published_at to the step's finished_at) and printed; the assertion is a
     generous bound. One queue per run, so no enqueue announcement is throttled."""
     queues = [f"lat{i}" for i in range(20)]
+    # The worker role alone: its queue channel is then the only one the wake session
+    # subscribes, so "jobs.wake.live" below means that channel is heard (with the
+    # scheduler role too, the scheduler's channel may be proven first, alone).
     worker = start_worker(
+        "--roles",
+        "worker",
         "--concurrency",
         "4",
         "--queues",
@@ -144,6 +149,8 @@ def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_wor
     handler), and wakes on time with every poll a minute apart: only the worker's
     local timer can claim it within the deadline of this test."""
     worker = start_worker(
+        "--roles",
+        "worker",  # one channel: "jobs.wake.live" is the queue channel's
         "--concurrency",
         "1",
         "--queues",

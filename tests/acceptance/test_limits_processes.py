@@ -257,7 +257,15 @@ def test_a_paused_queue_is_claimed_by_no_worker_and_resume_wakes_them(start_work
         "WOKEN_IDLE_POLL_MAX": "60s",
     }
     workers = [
-        start_worker("--concurrency", "2", "--queues", f"paused,side-{n}", **slow_poll)
+        start_worker(
+            "--roles",
+            "worker",  # one channel: "jobs.wake.live" is the queue channel's
+            "--concurrency",
+            "2",
+            "--queues",
+            f"paused,side-{n}",
+            **slow_poll,
+        )
         for n in (1, 2)
     ]
     for worker in workers:

@@ -124,6 +124,7 @@ def test_a_schedule_fires_like_a_task_and_unrecur_stops_it():
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("without_app_purge")
 def test_an_edit_is_noticed_at_the_next_lease_renewal_when_no_notification_comes():
     recur(noop, {"key": "r"}, cron="0 0 1 1 *", tz="UTC", schedule_key="rev")
     s = scheduler()

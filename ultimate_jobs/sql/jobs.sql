@@ -700,11 +700,20 @@ SELECT promoted.id, promoted.queue, pg_notify('ultimate_jobs_wake', promoted.que
   FROM promoted;
 
 -- name: job_remove :many
--- Delete ONE job that is not running.
-DELETE FROM ultimate_jobs_job AS job
- WHERE job.id = %(id)s::uuid
-   AND job.state <> 'running'
-RETURNING job.id;
+-- Delete ONE job that is not running; its steps go with it (ON DELETE CASCADE) and so
+-- do any concurrency slot rows still naming it.
+WITH removed AS (
+    DELETE FROM ultimate_jobs_job AS job
+     WHERE job.id = %(id)s::uuid
+       AND job.state <> 'running'
+    RETURNING job.id
+),
+slots AS (
+    DELETE FROM ultimate_jobs_lease AS lease
+     USING removed
+     WHERE lease.job_id = removed.id
+)
+SELECT removed.id FROM removed;
 
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per
