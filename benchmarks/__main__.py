@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -255,5 +256,12 @@ class Runner:
             json.dump(self.results, handle, indent=1, default=str)
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    # SystemExit unwinds through every `finally`, which stops the workers started
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)  # also when started with `&`
     raise SystemExit(Runner(parse(sys.argv[1:])).main())
