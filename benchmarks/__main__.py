@@ -62,6 +62,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also drain 1,000,000 jobs through ultimate_jobs (RSS must stay flat)",
     )
     parser.add_argument("--million-jobs", type=int, default=1_000_000)
+    parser.add_argument(
+        "--million-cap",
+        type=float,
+        default=3600.0,
+        help="seconds the million-job drain may take; RSS is reported up to there",
+    )
     return parser.parse_args(argv)
 
 
@@ -241,7 +247,9 @@ class Runner:
             if uj is not None:
                 self.results["million"] = self.attempt(
                     f"drain {self.args.million_jobs:,} jobs ultimate_jobs c=16",
-                    lambda: scenarios.million(self.ctx, uj, self.args.million_jobs),
+                    lambda: scenarios.million(
+                        self.ctx, uj, self.args.million_jobs, cap=self.args.million_cap
+                    ),
                 )
         self.save()
         text = report.render(self.results)

@@ -227,7 +227,9 @@ def render(results: dict[str, Any]) -> str:
         )
         out.append(
             f"\nrate {fmt(million.get('rate'))} jobs/s, "
-            f"complete: {million.get('complete')}"
+            f"complete: {million.get('complete')}, "
+            f"filled in {fmt(million.get('fill_seconds'))} s"
+            + (", stopped at --million-cap" if million.get("capped") else "")
         )
 
     out += ["", targets(results)]
@@ -338,14 +340,17 @@ def targets(results: dict[str, Any]) -> str:
     samples = results.get("million", {}).get("samples") or []
     flat = None
     if samples:
-        tenth = min(samples, key=lambda s: abs(s[0] - samples[-1][0] / 10))
+        reference = results["args"]["million_jobs"] / 10  # the 100,000th job
+        tenth = min(samples, key=lambda s: abs(s[0] - reference))
         last = samples[-1]
         flat = (last[1] - tenth[1]) / tenth[1] if tenth[1] else None
     add(
         "RSS flat (within 10%) from job 100,000 to 1,000,000",
         flat,
-        f"{100 * flat:+.1f}%" if flat is not None else "n/a",
-        flat is not None and abs(flat) <= 0.10,
+        f"{100 * flat:+.1f}% (jobs {tenth[0]:,} to {last[0]:,})"
+        if flat is not None
+        else "n/a",
+        flat is not None and abs(flat) <= 0.10 and last[0] >= 1_000_000,
     )
     return "Targets (SPEC N2, issue 8):\n\n" + _table(
         ["target", "measured", "verdict"], rows

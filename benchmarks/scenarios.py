@@ -183,9 +183,13 @@ def pickup(ctx: Context, system: System, outbox: bool = False) -> dict[str, Any]
 
 
 def million(
-    ctx: Context, system: System, jobs: int, concurrency: int = 16
+    ctx: Context, system: System, jobs: int, concurrency: int = 16, cap: float = 3600
 ) -> dict[str, Any]:
-    """Drain JOBS jobs, sampling RSS against the number of jobs run so far."""
+    """Drain JOBS jobs, sampling RSS against the number of jobs run so far.
+
+    Every sample is also appended to ``million.tsv`` in the run directory as it is
+    taken, so an interrupted or capped run keeps what it measured.
+    """
     label = f"million-c{concurrency}"
     system.reset()
     record_dir = ctx.records(system, label)
@@ -197,17 +201,30 @@ def million(
     samples: list[tuple[int, float]] = []
     step = max(1, jobs // 20)
     next_mark = step
+    began = time.monotonic()
+    tsv = os.path.join(ctx.run_dir, "million.tsv")
+    with open(tsv, "a") as out:
+        out.write(
+            f"# fill of {jobs} jobs took {fill_seconds:.0f}s\njobs\trss_mib\tseconds\n"
+        )
     try:
         while True:
             seen = records.poll()
             if seen >= next_mark or seen >= jobs:
-                samples.append((seen, group.rss() / MIB))
+                rss = group.rss() / MIB
+                samples.append((seen, rss))
+                with open(tsv, "a") as out:
+                    out.write(f"{seen}\t{rss:.1f}\t{time.monotonic() - began:.0f}\n")
                 next_mark = (seen // step + 1) * step
-            if seen >= jobs or not group.alive():
+            if seen >= jobs or not group.alive() or time.monotonic() - began > cap:
                 break
             time.sleep(0.5)
     finally:
         group.stop()
     result = analyse_drain(records.items, jobs)
     system.reset()
-    return result | {"samples": samples, "fill_seconds": fill_seconds}
+    return result | {
+        "samples": samples,
+        "fill_seconds": fill_seconds,
+        "capped": len(records.items) < jobs,
+    }
