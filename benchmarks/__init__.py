@@ -1,0 +1,1 @@
+"""Benchmarks of ultimate_jobs against its peers (docs/benchmarks.md)."""

@@ -1,0 +1,1 @@
+"""The peers' own application modules: their tasks, declared the way their docs say."""

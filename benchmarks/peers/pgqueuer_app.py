@@ -1,0 +1,47 @@
+"""PgQueuer: the factory its runner calls, with one async no-op entrypoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from pgqueuer import PgQueuer, PsycopgDriver
+from pgqueuer.models import Job
+
+from benchmarks.record import record
+
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "4"))
+
+
+@asynccontextmanager
+async def main() -> AsyncIterator[PgQueuer]:
+    connection = await psycopg.AsyncConnection.connect(
+        os.environ["DATABASE_URL"], autocommit=True
+    )
+    async with connection:
+        pgq = PgQueuer(PsycopgDriver(connection))
+
+        @pgq.entrypoint("noop")
+        async def noop(job: Job) -> None:
+            record(int(job.payload or b"0"))
+
+        yield pgq
+
+
+if __name__ == "__main__":
+    # `pgq run benchmarks.peers.pgqueuer_app:main` is the documented command, but the
+    # CLI of pgqueuer 1.6.0 fails before starting (its --log-level parser hands a str
+    # where an enum is expected); pgqueuer.run is the same supervisor, called directly.
+    import asyncio
+
+    from pgqueuer import run
+
+    # PgQueuer requires max_concurrent_tasks >= 2 x batch_size, so concurrency 1 runs
+    # as batch_size 1, max_concurrent_tasks 2 (an entrypoint concurrency_limit of 1
+    # instead made it wait ~2 s between jobs).
+    batch = max(1, CONCURRENCY // 2)
+    asyncio.run(
+        run(main, batch_size=batch, max_concurrent_tasks=max(CONCURRENCY, 2 * batch))
+    )

@@ -1,0 +1,79 @@
+"""ultimate_jobs: ``@job`` in benchmarks.ujapp, ``manage.py jobs_worker``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchmarks.systems.base import MANAGE, Client, System
+
+SETTINGS = "benchmarks.settings"
+
+
+class UltimateJobs(System):
+    name = "uj"
+    label = "ultimate_jobs"
+    concurrency_note = "threads in one process (--concurrency)"
+
+    def env(self, record_dir: str | None = None, **extra: str) -> dict[str, str]:
+        return super().env(record_dir, DJANGO_SETTINGS_MODULE=SETTINGS, **extra)
+
+    def setup(self) -> None:
+        self.run([self.python, MANAGE, "migrate", "--noinput", "-v0"])
+
+    def reset(self) -> None:
+        self.sql("TRUNCATE ultimate_jobs_job, ultimate_jobs_worker")
+
+    def worker(self, concurrency: int, *, processes: int = 1) -> list[list[str]]:
+        argv = [self.python, MANAGE, "jobs_worker", "--concurrency", str(concurrency)]
+        if processes > 1:
+            argv += ["--processes", str(processes)]
+        return [argv]
+
+    def outbox(self) -> str | None:
+        """None when the outbox relay exists, else why the scenario is skipped."""
+        return self.driver("has_outbox").get("missing")
+
+    def worker_with_relay(self, concurrency: int) -> list[list[str]]:
+        return [
+            [
+                self.python,
+                MANAGE,
+                "jobs_worker",
+                "--concurrency",
+                str(concurrency),
+                "--roles",
+                "worker,relay",
+            ]
+        ]
+
+
+class UltimateJobsClient(Client):
+    def open(self) -> None:
+        import os
+
+        import django
+
+        os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+        django.setup()
+        from benchmarks.ujapp.jobs import noop
+
+        self.noop = noop
+
+    def enqueue(self, n: int) -> None:
+        self.noop.enqueue(n=n)
+
+    def enqueue_many(self, numbers: Sequence[int]) -> None:
+        self.noop.enqueue_many([{"n": n} for n in numbers])
+
+    def enqueue_outbox(self, n: int) -> None:
+        from django.db import transaction
+
+        with transaction.atomic():  # O1: staged in the caller's transaction
+            self.noop.enqueue(n=n)
+
+    def has_outbox(self) -> dict[str, str | None]:
+        from ultimate_jobs.roles import ROLES
+
+        if "relay" not in ROLES:
+            return {"missing": "ultimate_jobs has no outbox relay role yet (issue 3)"}
+        return {"missing": None}
