@@ -55,6 +55,9 @@ class JobsSettings:
         "production"  # where this deployment runs (backfill environments)
     )
     WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
+    # Prepare the named statements (once per connection). False behind a
+    # transaction-pooling proxy that cannot hold prepared statements.
+    PREPARED_STATEMENTS: bool = True
     LOG_FORMAT: str = "text"  # the worker commands' default log lines: "text" | "json"
     EVENT_RETENTION: float = 7 * 86400.0  # seconds a published event stays matchable
     OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
@@ -169,7 +172,7 @@ def _clean(key: str, value: object) -> Any:
                 key, value, f"expected one of {', '.join(OUTBOX_MODES)}"
             )
         return value
-    if key == "WAKE":
+    if key in {"WAKE", "PREPARED_STATEMENTS"}:
         return _bool(key, value)
     if key == "LOG_FORMAT":
         if value not in LOG_FORMATS:

@@ -56,19 +56,48 @@ def ensure_postgresql(alias: str) -> None:
 
 
 class DjangoDatabase:
-    """Statements on Django's (thread-local) connection for one alias."""
+    """Statements on Django's (thread-local) connection for one alias.
+
+    Django's own cursor binds parameters into the statement text on the client, so a
+    big statement (an enqueue of 5,000 rows, 13 arrays) is parsed and planned at every
+    call. Unless queries are being logged (DEBUG, assertNumQueries), the statement runs
+    on a plain psycopg cursor over the same connection and transaction instead:
+    parameters travel apart and the statement is prepared once per connection.
+    ``PREPARED_STATEMENTS = False`` keeps Django's cursor (behind a proxy that cannot
+    hold prepared statements).
+    """
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
 
     def run(self, query: Query, /, **params: Any) -> list[Row]:
         _check_params(query, params)
+        wrapper = connections[self.alias]
         try:
-            with connections[self.alias].cursor() as cursor:
-                cursor.execute(query.text, params)
-                return _rows(query, cursor)
+            if wrapper.queries_logged or not _prepared_statements():
+                with wrapper.cursor() as cursor:
+                    cursor.execute(query.text, params)
+                    return _rows(query, cursor)
+            with wrapper.wrap_database_errors:
+                wrapper.ensure_connection()
+                wrapper.validate_no_broken_transaction()
+                raw = wrapper.connection
+                if raw.prepare_threshold is None:
+                    # Django turns preparation off for poolers; PREPARED_STATEMENTS says
+                    # this deployment has none. Django's own (client-side) cursor never
+                    # prepares, so this reaches only the named statements.
+                    raw.prepare_threshold = 5
+                with psycopg.Cursor(raw) as cursor:
+                    cursor.execute(query.text, params, prepare=True)
+                    return _rows(query, cursor)
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
+
+
+def _prepared_statements() -> bool:
+    from ultimate_jobs.conf import get_settings
+
+    return get_settings().PREPARED_STATEMENTS
 
 
 class DirectDatabase:
@@ -89,7 +118,7 @@ class DirectDatabase:
         params.pop("cursor_factory", None)  # server-side binding: prepared statements
         options = connections[self.alias].settings_dict.get("OPTIONS", {})
         if "prepare_threshold" not in options:
-            params["prepare_threshold"] = 5
+            params["prepare_threshold"] = 5 if _prepared_statements() else None
         params.setdefault("application_name", self.application_name)
         # The hot statements are small; JIT compilation would cost more than it saves.
         params["options"] = f"{params.get('options', '')} -c jit=off".strip()

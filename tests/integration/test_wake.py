@@ -15,6 +15,7 @@ from ultimate_jobs import api
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.enqueue import build_rows, publish
+from ultimate_jobs.models import Job
 from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.worker import Worker
 
@@ -36,6 +37,19 @@ def test_enqueues_in_one_slot_announce_their_queue_once(listener):
     db = DjangoDatabase("default")
     for i in range(20):
         publish(db, build_rows(noop, [{"key": f"k{i}"}]), now=now)
+    assert listener() == ["default"]
+
+
+def test_a_claimed_job_does_not_silence_the_next_in_its_slot(listener):
+    """N1: the slot throttle holds only while the earlier job is still unclaimed."""
+    now = datetime.now(UTC)
+    db = DjangoDatabase("default")
+    publish(db, build_rows(noop, [{"key": "first"}]), now=now)
+    assert listener() == ["default"]
+    publish(db, build_rows(noop, [{"key": "second"}]), now=now)
+    assert listener() == []  # the first is still ready: a woken worker finds both
+    Job.objects.filter(state="ready").update(state="running")  # a worker took them
+    publish(db, build_rows(noop, [{"key": "third"}]), now=now)
     assert listener() == ["default"]
 
 

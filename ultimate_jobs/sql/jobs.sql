@@ -58,9 +58,12 @@ inserted AS (
 ),
 woken AS (
     -- N1: announce each queue that got a row due within 1 s, at most once per queue
-    -- per 250 ms slot: not when a job of that queue created since the slot began is
-    -- already visible (ids are UUIDv7, so the slot's first possible id bounds a
-    -- primary-key range scan). Deduped rows inserted nothing and announce nothing.
+    -- per 250 ms slot while the queue is backed up: not when a job of that queue
+    -- created since the slot began is visible and still unclaimed ('ready'), since a
+    -- worker woken for that one will find this one too. A job the workers already took
+    -- does not silence the next, so a quiet queue is announced job by job. Ids are
+    -- UUIDv7, so the slot's first possible id bounds a primary-key range scan.
+    -- Deduped rows inserted nothing and announce nothing.
     SELECT pg_notify('ultimate_jobs_wake', due.queue)
       FROM (
             SELECT DISTINCT inserted.queue
@@ -75,6 +78,7 @@ woken AS (
                           || '00000000000000000000'
                       )::uuid
                   AND job.queue = due.queue
+                  AND job.state = 'ready'
            )
 )
 -- Selecting wake.announced keeps `woken` in the plan (an unused join would be removed).
