@@ -62,8 +62,11 @@ woken AS (
     -- created since the slot began is visible and still unclaimed ('ready'), since a
     -- worker woken for that one will find this one too. A job the workers already took
     -- does not silence the next, so a quiet queue is announced job by job. Ids are
-    -- UUIDv7, so the slot's first possible id bounds a primary-key range scan.
-    -- Deduped rows inserted nothing and announce nothing.
+    -- UUIDv7, so the slot's first possible id bounds a primary-key range scan: the
+    -- closed range and `state || ''` keep the planner off the ready index, whose scan
+    -- would read every ready row of the queue (4 ms per enqueue at a 40,000 backlog;
+    -- the range reads only this slot's rows). Deduped rows inserted nothing and
+    -- announce nothing.
     SELECT pg_notify('ultimate_jobs_wake', due.queue)
       FROM (
             SELECT DISTINCT inserted.queue
@@ -73,12 +76,12 @@ woken AS (
      WHERE NOT EXISTS (
                SELECT 1
                  FROM ultimate_jobs_job AS job
-                WHERE job.id >= (
+                WHERE job.id BETWEEN (
                           lpad(to_hex((floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) * 4) * 250)::bigint), 12, '0')
                           || '00000000000000000000'
-                      )::uuid
+                      )::uuid AND 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
                   AND job.queue = due.queue
-                  AND job.state = 'ready'
+                  AND job.state::text || '' = 'ready'
            )
 )
 -- Selecting wake.announced keeps `woken` in the plan (an unused join would be removed).
