@@ -21,7 +21,12 @@ class UltimateJobs(System):
         self.run([self.python, MANAGE, "migrate", "--noinput", "-v0"])
 
     def reset(self) -> None:
-        self.sql("TRUNCATE ultimate_jobs_job, ultimate_jobs_worker")
+        # CASCADE: steps and events reference jobs; the outbox, leases and counters
+        # are emptied too so no scenario inherits another's rows.
+        self.sql(
+            "TRUNCATE ultimate_jobs_job, ultimate_jobs_worker, ultimate_jobs_outbox,"
+            " ultimate_jobs_lease, ultimate_jobs_counter CASCADE"
+        )
 
     def worker(self, concurrency: int, *, processes: int = 1) -> list[list[str]]:
         argv = [self.python, MANAGE, "jobs_worker", "--concurrency", str(concurrency)]
