@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import psycopg
 from django.db import DatabaseError, connections
+from psycopg.rows import dict_row
 
 from ultimate_jobs.exceptions import QueryError, UnsupportedDatabase
 from ultimate_jobs.sql import Query
@@ -45,6 +46,17 @@ def _rows(query: Query, cursor: Any) -> list[Row]:
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
+def _dict_rows(query: Query, cursor: psycopg.Cursor[Row]) -> list[Row]:
+    """Rows of a cursor made with ``dict_row`` (no Column objects built per call)."""
+    if (
+        query.returns == "exec"
+        or cursor.pgresult is None
+        or not cursor.pgresult.nfields
+    ):
+        return []
+    return cursor.fetchall()
+
+
 def ensure_postgresql(alias: str) -> None:
     """Refuse any database but PostgreSQL, clearly (SQLite is not supported)."""
     vendor = connections[alias].vendor
@@ -61,8 +73,9 @@ class DjangoDatabase:
     Django's own cursor binds parameters into the statement text on the client, so a
     big statement (an enqueue of 5,000 rows, 13 arrays) is parsed and planned at every
     call. Unless queries are being logged (DEBUG, assertNumQueries), the statement runs
-    on a plain psycopg cursor over the same connection and transaction instead:
-    parameters travel apart and the statement is prepared once per connection.
+    on a psycopg cursor of its own over the same connection and transaction instead,
+    in its native form (``$1``, see ultimate_jobs.sql): parameters travel apart and the
+    statement is prepared once per connection.
     ``PREPARED_STATEMENTS = False`` keeps Django's cursor (behind a proxy that cannot
     hold prepared statements).
     """
@@ -87,9 +100,9 @@ class DjangoDatabase:
                     # this deployment has none. Django's own (client-side) cursor never
                     # prepares, so this reaches only the named statements.
                     raw.prepare_threshold = 5
-                with psycopg.Cursor(raw) as cursor:
-                    cursor.execute(query.text, params, prepare=True)
-                    return _rows(query, cursor)
+                with psycopg.RawCursor(raw, row_factory=dict_row) as cursor:
+                    cursor.execute(query.native, query.positional(params), prepare=True)
+                    return _dict_rows(query, cursor)
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
 
@@ -139,9 +152,9 @@ class DirectDatabase:
         _check_params(query, params)
         conn = self.connect()
         try:
-            with conn.cursor() as cursor:
-                cursor.execute(query.text, params)
-                return _rows(query, cursor)
+            with psycopg.RawCursor(conn, row_factory=dict_row) as cursor:
+                cursor.execute(query.native, query.positional(params))
+                return _dict_rows(query, cursor)
         except psycopg.Error as exc:
             if conn.broken or isinstance(exc, psycopg.OperationalError):
                 self.close()

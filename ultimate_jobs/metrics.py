@@ -20,8 +20,10 @@ plus ``unowned``. Serving the metrics over HTTP is exposition.py's job.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -117,13 +119,22 @@ def job_label(name: str, jobs: Registry = registry) -> str:
     return name if name in jobs else UNREGISTERED
 
 
+@functools.lru_cache(maxsize=4096)
+def _outcome_series(queue: str, job: str, outcome: str) -> tuple[Any, Any]:
+    """The two series one attempt moves; looked up once per label set, not per job
+    (the label sets are bounded: declared names, queues and outcomes)."""
+    return JOBS.labels(queue, job, outcome), JOB_DURATION.labels(queue, job)
+
+
 def attempt_finished(
     job: Row, outcome: str, duration: float, *, jobs: Registry = registry
 ) -> None:
     """Count one attempt's outcome and observe its duration."""
-    name = job_label(job["name"], jobs)
-    JOBS.labels(queue=job["queue"], job=name, outcome=outcome).inc()
-    JOB_DURATION.labels(queue=job["queue"], job=name).observe(max(duration, 0.0))
+    count, durations = _outcome_series(
+        job["queue"], job_label(job["name"], jobs), outcome
+    )
+    count.inc()
+    durations.observe(max(duration, 0.0))
 
 
 def job_buried(job: Row, *, jobs: Registry = registry) -> None:

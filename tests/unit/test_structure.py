@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import ultimate_jobs
 from ultimate_jobs import exceptions, sql
 from ultimate_jobs.models import JobState
@@ -59,6 +61,28 @@ def test_sql_parses_name_cardinality_doc_and_params():
     [query] = sql.parse("t.sql", text)
     assert (query.name, query.returns) == ("job_touch", "exec")
     assert (query.doc, set(query.params)) == ("Bump one job.", {"n"})
+
+
+def test_native_form_numbers_each_parameter_once_in_first_use_order():
+    text = (
+        "-- name: job_touch :many\n-- Bump.\n"
+        "SELECT %(b)s::int, %(a)s::int, %(b)s::int + 1;\n"
+    )
+    [query] = sql.parse("t.sql", text)
+    assert query.native == "SELECT $1::int, $2::int, $1::int + 1;"
+    assert query.order == ("b", "a")
+    assert query.positional({"a": 1, "b": 2, "unused": 3}) == [2, 1]
+
+
+def test_a_literal_percent_in_a_statement_is_refused():
+    with pytest.raises(ValueError, match="literal '%'"):
+        sql.parse("t.sql", "-- name: q :many\n-- Doc.\nSELECT 'a%%b';\n")
+
+
+def test_every_shipped_statement_has_a_native_form():
+    for query in sql.QUERIES.values():
+        assert "%(" not in query.native, query.name
+        assert set(query.order) == query.params, query.name
 
 
 def test_state_literals_in_sql_are_job_states():
