@@ -293,7 +293,9 @@ def each(names: Sequence[str], *, write: bool, force: bool = False) -> list[Outc
             outcomes.append(Outcome(name, started=start(name, force=force)))
         except BackfillExcluded as exc:
             skipped = Plan(name, "excluded", "skip", exc.message, None, None, None)
-            outcomes.append(Outcome(name, planned=skipped))
+            outcomes.append(
+                Outcome(name, started=Started(skipped, None, deduped=False))
+            )
         except JobsError as exc:
             outcomes.append(Outcome(name, error=exc))
     return outcomes
