@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import typing
 
-from ultimate_jobs.backfill_runs import BackfillState, pending_backfills
+from ultimate_jobs.backfill_runs import (
+    BackfillState,
+    backfill_states,
+    pending_backfills,
+)
 from ultimate_jobs.backfills import Backfill, backfill, registered_backfills
 from ultimate_jobs.context import (
     correlation_scope,
@@ -184,6 +188,7 @@ __all__ = [
     "WebhookNotFound",
     "WebhookSignatureInvalid",
     "backfill",
+    "backfill_states",
     "correlation_scope",
     "current_correlation_id",
     "current_tenant",
