@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from tests.testapp.models import Record
 from ultimate_jobs import (
@@ -415,3 +416,20 @@ def test_the_ledger_projection_reports_an_orphaned_pass_as_failed(jobs):
     assert (row.status, row.job_state) == ("failed", "dead")
     assert backfill_states([sweep.name])[0].state == "failed"
     assert sweep.name in [s.name for s in pending_backfills()]
+
+
+def test_the_admin_lists_the_ledger_read_only(jobs, admin_client):
+    records("admin", 2)
+    sweep = declare("admin")
+    sweep.enqueue()
+    jobs.run()
+    [row] = ledger(sweep.name)
+    page = admin_client.get(reverse("admin:ultimate_jobs_backfillledger_changelist"))
+    assert page.status_code == 200
+    assert sweep.name in page.content.decode()
+    url = reverse("admin:ultimate_jobs_backfillledger_change", args=[row.pk])
+    detail = admin_client.get(url)
+    assert detail.status_code == 200
+    assert 'name="_save"' not in detail.content.decode()  # nothing to save
+    add = reverse("admin:ultimate_jobs_backfillledger_add")
+    assert admin_client.get(add).status_code == 403

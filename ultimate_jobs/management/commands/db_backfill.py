@@ -125,8 +125,9 @@ class Command(BaseCommand):
 
         def report(seen: Progress) -> None:
             line = self._progress_line(planned, seen, bar=tty)
-            if tty:
-                self.stdout.write("\r" + line, ending="")
+            if tty:  # over the last line, padded: a shorter line leaves no tail
+                width = max([len(line), *map(len, shown[-1:])])
+                self.stdout.write("\r" + line.ljust(width), ending="")
                 self.stdout.flush()
             elif line not in shown[-1:] and not self.json:
                 self.stdout.write(line)
