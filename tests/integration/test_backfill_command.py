@@ -349,3 +349,23 @@ def test_the_progress_bar_on_a_terminal():
     assert Command._progress_line(plan, failed, bar=False) == (
         "x: delayed (attempt 1/5) 40 rows, 2 batches - RuntimeError: boom"
     )
+
+
+class TerminalOutput(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_write_wait_draws_a_bar_over_one_line_on_a_terminal(jobs, monkeypatch):
+    records("bar", 4)
+    handled: list[int] = []
+    sweep = declare("bar", handled, count=lambda: 4 - len(handled))
+    monkeypatch.setattr(backfill_runs, "pause_between_polls", lambda s: jobs.run())
+    out = TerminalOutput()
+    call_command("db_backfill", sweep.name, "--write", "--wait", stdout=out)
+    job = Job.objects.get(name=sweep.name)
+    ready = f"{sweep.name}: ready (attempt 0/2) [{'.' * 30}] 0/4"
+    done = f"{sweep.name}: done (attempt 1/2) [{'#' * 30}] 4/4"
+    assert out.getvalue() == (
+        f"{sweep.name}: enqueued: job {job.pk}\n\r{ready}\r{done.ljust(len(ready))}\n"
+    )

@@ -18,15 +18,18 @@ from tests.testapp.models import Record
 from ultimate_jobs import (
     BackfillInvalid,
     BackfillStalled,
+    CancelToken,
     Retry,
     backfill,
     backfill_ledger,
     backfills,
+    current_tenant,
     pending_backfills,
     registered_backfills,
 )
 from ultimate_jobs.backfill_runs import backfill_states
 from ultimate_jobs.models import BackfillLedger, Job, JobStep
+from ultimate_jobs.run import DRAINING
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_registry")]
 
@@ -41,6 +44,7 @@ class Handled:
         self.fail_on_call = fail_on_call
 
     def __call__(self, rows, token):
+        assert isinstance(token, CancelToken)  # the run's token
         self.batches.append([row.pk for row in rows])
         if len(self.batches) == self.fail_on_call:
             raise RuntimeError("handle failed")
@@ -433,3 +437,42 @@ def test_the_admin_lists_the_ledger_read_only(jobs, admin_client):
     assert 'name="_save"' not in detail.content.decode()  # nothing to save
     add = reverse("admin:ultimate_jobs_backfillledger_add")
     assert admin_client.get(add).status_code == 403
+
+
+def test_a_tenant_function_scopes_the_pass(jobs):
+    records("tenant", 1)
+    seen = []
+    sweep = declare(
+        "tenant",
+        lambda rows, token: seen.append(current_tenant()),
+        tenant=lambda p: "org-7",
+    )
+    answer = sweep.enqueue()
+    jobs.run()
+    assert Job.objects.get(pk=answer.id).tenant_id == "org-7"
+    assert seen == ["org-7"]
+
+
+def test_a_drained_pass_stays_running_in_the_ledger_and_resumes(jobs):
+    """W6: a drain interrupts the attempt (not counted); the pass is not failed, and
+    the next attempt resumes at the batch the drain stopped."""
+    records("drain", 5)
+    calls = []
+
+    def handle(rows, token):
+        calls.append(rows[0].pk)
+        if len(calls) == 2:
+            token.cancel(DRAINING)
+            token.raise_if_cancelled()
+
+    sweep = declare("drain", handle)
+    answer = sweep.enqueue()
+    [first] = jobs.run(max_jobs=1)  # back to ready: the next run would take it
+    assert first.outcome == "interrupted"
+    [row] = ledger(sweep.name)
+    assert (row.status, row.rows, row.error) == ("running", 3, "")
+    [second] = jobs.run()
+    assert second.outcome == "completed"
+    assert len(calls) == 3  # batch 1 again, batch 0 replayed from its step
+    assert Job.objects.get(pk=answer.id).attempt == 1  # the drain spent none
+    assert ledger(sweep.name)[0].status == "done"
