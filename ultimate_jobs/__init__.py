@@ -2,13 +2,20 @@
 
 Declare a job with ``@job``, put it on the queue with ``handle.enqueue(...)``, run it
 with ``manage.py jobs_worker``; put jobs on the queue on a cron with ``@task`` or
-``recur(...)``; trim tables with ``purge(...)``. See docs/ for the guide.
+``recur(...)``; trim tables with ``purge(...)``; sweep rows once with ``backfill(...)``.
+See docs/ for the guide.
 """
 
 from __future__ import annotations
 
 import typing
 
+from ultimate_jobs.backfill_runs import (
+    BackfillState,
+    backfill_states,
+    pending_backfills,
+)
+from ultimate_jobs.backfills import Backfill, backfill, registered_backfills
 from ultimate_jobs.context import (
     correlation_scope,
     current_correlation_id,
@@ -24,6 +31,10 @@ from ultimate_jobs.declarations import (
 )
 from ultimate_jobs.events import Published, publish_event
 from ultimate_jobs.exceptions import (
+    BackfillExcluded,
+    BackfillInvalid,
+    BackfillMigrationPending,
+    BackfillStalled,
     ConfigurationError,
     EventTimeout,
     ExportInvalid,
@@ -62,6 +73,7 @@ from ultimate_jobs.exceptions import (
     StepDuplicate,
     TaskDeclarationInvalid,
     Terminal,
+    UnknownBackfill,
     UnknownJob,
     UnknownTask,
     UnsupportedDatabase,
@@ -102,6 +114,12 @@ from ultimate_jobs.webhooks import WebhookEndpoint, WebhookEvent, webhook
 
 __all__ = [
     "NO_TENANT",
+    "Backfill",
+    "BackfillExcluded",
+    "BackfillInvalid",
+    "BackfillMigrationPending",
+    "BackfillStalled",
+    "BackfillState",
     "CancelToken",
     "Concurrency",
     "ConfigurationError",
@@ -156,6 +174,7 @@ __all__ = [
     "TaskFire",
     "TaskHandle",
     "Terminal",
+    "UnknownBackfill",
     "UnknownJob",
     "UnknownTask",
     "UnsupportedDatabase",
@@ -168,6 +187,8 @@ __all__ = [
     "WebhookLedger",
     "WebhookNotFound",
     "WebhookSignatureInvalid",
+    "backfill",
+    "backfill_states",
     "correlation_scope",
     "current_correlation_id",
     "current_tenant",
@@ -176,10 +197,12 @@ __all__ = [
     "job",
     "next_run",
     "pause_task",
+    "pending_backfills",
     "publish_event",
     "purge",
     "recur",
     "register_error_retry",
+    "registered_backfills",
     "registry",
     "resume_task",
     "retry_schedule",

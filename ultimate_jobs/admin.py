@@ -23,18 +23,19 @@ import ultimate_jobs.schedule_admin  # noqa: F401 - registers the scheduler's pa
 import ultimate_jobs.webhook_admin as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import Job, JobCounter, QueuePause, Worker
+from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
 
 BULK_LIMIT = 1000
 
 if TYPE_CHECKING:
+    BackfillLedgerModelAdmin = admin.ModelAdmin[BackfillLedger]
     JobModelAdmin = admin.ModelAdmin[Job]
     JobCounterModelAdmin = admin.ModelAdmin[JobCounter]
     QueuePauseModelAdmin = admin.ModelAdmin[QueuePause]
     WorkerModelAdmin = admin.ModelAdmin[Worker]
 else:  # ModelAdmin is generic only to the type checker
     JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
-    JobCounterModelAdmin = admin.ModelAdmin
+    JobCounterModelAdmin = BackfillLedgerModelAdmin = admin.ModelAdmin
 
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
@@ -241,8 +242,21 @@ class WorkerAdmin(WorkerModelAdmin):
         return False
 
 
+class _ReadOnly:
+    """Rows only the library writes: no add, change or delete from the admin."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(JobCounter)
-class JobCounterAdmin(JobCounterModelAdmin):
+class JobCounterAdmin(_ReadOnly, JobCounterModelAdmin):
     """Per-job counts by time bucket (P5): filter by job and tier, newest first."""
 
     list_display = (
@@ -264,11 +278,24 @@ class JobCounterAdmin(JobCounterModelAdmin):
         ran = counter.done + counter.retried + counter.failed + counter.dead
         return f"{counter.duration / ran:.3f}" if ran else "-"
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+@admin.register(BackfillLedger)
+class BackfillLedgerAdmin(_ReadOnly, BackfillLedgerModelAdmin):
+    """The backfill ledger (F1, P1): one row per pass, read-only. Passes are started
+    with ``manage.py db_backfill NAME --write``, never from here."""
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    list_display = (
+        "id",
+        "name",
+        "status",
+        "rows",
+        "batches",
+        "forced",
+        "app_version",
+        "started_at",
+        "completed_at",
+        "job_id",
+    )
+    list_filter = ("status", "name")
+    search_fields = ("=name", "=job_id")
+    show_full_result_count = False

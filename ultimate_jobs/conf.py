@@ -54,6 +54,7 @@ class JobsSettings:
     ENVIRONMENT: str = (
         "production"  # where this deployment runs (backfill environments)
     )
+    APP_VERSION: str = ""  # the deployed app's version, stamped on each backfill pass
     WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
     # Prepare the named statements (once per connection). False behind a
     # transaction-pooling proxy that cannot hold prepared statements.
@@ -183,6 +184,12 @@ def _clean(key: str, value: object) -> Any:
     if key in {"DATABASE", "ENVIRONMENT"}:
         if not isinstance(value, str) or not value:
             raise ConfigurationError(key, value, "expected a non-empty string")
+        return value
+    if key == "APP_VERSION":
+        if not isinstance(value, str) or len(value) > 200:
+            raise ConfigurationError(
+                key, value, "expected a string of at most 200 characters"
+            )
         return value
     if key == "RETENTION":
         return _retention(key, value)

@@ -10,8 +10,9 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   │   ├── IdempotencyRequired   @job without idempotency_key
 │   │   └── JobTenantRequired     @job without tenant
 │   ├── TaskDeclarationInvalid    a @task declaration or a schedule is invalid
-│   └── PurgeTargetInvalid        a purge's targets function answered a bad target
-│       └── PurgeTargetDuplicate  two targets of one purge share a name
+│   ├── PurgeTargetInvalid        a purge's targets function answered a bad target
+│   │   └── PurgeTargetDuplicate  two targets of one purge share a name
+│   └── BackfillInvalid           a backfill's source() or count() answered something unusable
 ├── InvalidJobPayload             input that does not fit the job's signature
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
@@ -42,7 +43,11 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── WebhookNotFound               the endpoint or event seam answered None
 ├── WebhookEndpointDisabled       the endpoint is disabled: no request is made
 ├── WebhookDeliveryFailed         the receiver failed, refused or was unreachable (retryable)
-└── WebhookSignatureInvalid       a received delivery's signature does not verify
+├── WebhookSignatureInvalid       a received delivery's signature does not verify
+├── UnknownBackfill               no backfill is declared under a name
+├── BackfillExcluded              this ENVIRONMENT is not one the backfill declares
+├── BackfillMigrationPending      the migration a backfill requires is not applied
+└── BackfillStalled               the source ran dry while count() still answers rows
 
 JobControl                        raised by job bodies on purpose: an outcome, not a failure
 ├── Terminal                      stop for good: dead-letter now, attempts unspent
@@ -478,6 +483,83 @@ class WebhookSignatureInvalid(JobsError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class BackfillInvalid(InvalidArgument):
+    """A backfill's source() or count() answered something it cannot use (F1)."""
+
+    code = "X_BACKFILL_INVALID"
+
+
+class UnknownBackfill(JobsError):
+    """No backfill is declared under this name in this process (F2)."""
+
+    code = "X_BACKFILL_UNKNOWN"
+
+    def __init__(self, name: object, known: list[str]) -> None:
+        listed = ", ".join(known) if known else "none is declared"
+        super().__init__(f"name={name!r}: no backfill is declared under it ({listed})")
+        self.name = name
+        self.known = known
+
+
+class BackfillExcluded(JobsError):
+    """The backfill declares environments, and ENVIRONMENT is not one of them (F1)."""
+
+    code = "X_BACKFILL_ENVIRONMENT"
+
+    def __init__(
+        self, name: str, environment: str, environments: tuple[str, ...]
+    ) -> None:
+        super().__init__(
+            f"{name}: ENVIRONMENT={environment!r}: the backfill runs only in "
+            f"{', '.join(environments)}",
+            environment=environment,
+        )
+        self.name = name
+        self.environment = environment
+        self.environments = environments
+
+
+class BackfillMigrationPending(JobsError):
+    """The migration a backfill requires is not applied yet (F1).
+
+    Retryable: a pass enqueued before ``migrate`` ran waits for it with the backoff.
+    """
+
+    code = "X_BACKFILL_MIGRATION_PENDING"
+    classification = "retryable"
+
+    def __init__(self, name: str, requires: str, database: str) -> None:
+        super().__init__(
+            f"{name}: requires={requires!r}: the migration is not applied on database "
+            f"{database!r} (run manage.py migrate first)",
+            requires=requires,
+        )
+        self.name = name
+        self.requires = requires
+        self.database = database
+
+
+class BackfillStalled(JobsError):
+    """The source ran dry while count() still answers rows: the two disagree (F1).
+
+    Terminal: the source and count() select different rows, which is an authoring bug
+    a retry cannot fix.
+    """
+
+    code = "X_BACKFILL_STALLED"
+
+    def __init__(self, name: str, remaining: int, rows: int) -> None:
+        super().__init__(
+            f"{name}: the source ran dry after {rows} rows while count() still answers "
+            f"{remaining}: count() answers the rows still to sweep, so it must select "
+            "what source() selects, and handle() must move each row out of it",
+            remaining=remaining,
+        )
+        self.name = name
+        self.remaining = remaining
+        self.rows = rows
 
 
 class JobControl(Exception):

@@ -50,7 +50,7 @@ from uuid import UUID
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
 from ultimate_jobs.declarations import NO_TENANT, Concurrency, _NoTenant
 from ultimate_jobs.durations import Duration
@@ -61,8 +61,9 @@ from ultimate_jobs.exceptions import (
     ExportWriteConflict,
     JobDeclarationInvalid,
 )
-from ultimate_jobs.factory import check_parameters, declare
+from ultimate_jobs.factory import check_parameters, declare, positive_int
 from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.keyset import Cursor, check_source, cursor_of, read_page
 from ultimate_jobs.queues import DEFAULT_QUEUE
 from ultimate_jobs.retry import Retry
 from ultimate_jobs.run import CancelToken, Run
@@ -163,18 +164,6 @@ def _json_cell(value: Any, column: str, job: str) -> Any:
     return str(plain) if isinstance(plain, Decimal) else plain
 
 
-def _cursor(instance: Any, job: str) -> Any:
-    if not isinstance(instance, Model):
-        raise ExportInvalid(
-            "source",
-            type(instance).__name__,
-            "source() answers a QuerySet of model instances (not values())",
-            job=job,
-        )
-    pk = instance.pk
-    return pk if isinstance(pk, int | str) and not isinstance(pk, bool) else str(pk)
-
-
 class Export:
     """The body of an export job: one page per step, then the manifest."""
 
@@ -235,14 +224,16 @@ class Export:
         self, input: dict[str, Any], prefix: str, index: int, before: dict[str, Any]
     ) -> Callable[[CancelToken], dict[str, Any]]:
         def page(token: CancelToken) -> dict[str, Any]:
-            rows = self._read(input, before["cursor"])
-            more = len(rows) > self.batch
-            rows = rows[: self.batch]
+            rows, more = self._read(input, before["cursor"])
             data = self._encode(rows, index)
             token.raise_if_cancelled()
             self._put(export_part_key(prefix, index, self.format), data)
             return {
-                "cursor": _cursor(rows[-1], self.name) if rows else before["cursor"],
+                "cursor": (
+                    cursor_of(rows[-1], invalid=ExportInvalid, job=self.name)
+                    if rows
+                    else before["cursor"]
+                ),
                 "rows": before["rows"] + len(rows),
                 "bytes": before["bytes"] + len(data),
                 "more": more,
@@ -250,30 +241,14 @@ class Export:
 
         return page
 
-    def _read(self, input: dict[str, Any], cursor: Any) -> list[Any]:
-        """The next page and one row more (is there another page?), in pk order."""
-        source = self.source(input)
-        if not isinstance(source, QuerySet):
-            raise ExportInvalid(
-                "source",
-                type(source).__name__,
-                "source() answers a QuerySet",
-                job=self.name,
-            )
-        if source.query.is_sliced:
-            raise ExportInvalid(
-                "source",
-                "a sliced QuerySet",
-                "an export pages by primary key: filter the QuerySet, do not slice it",
-                job=self.name,
-            )
-        ordered = source.order_by("pk")
-        if cursor is not None:
-            ordered = ordered.filter(pk__gt=cursor)
-        rows = list(ordered[: self.batch + 1])
-        if rows:
-            _cursor(rows[0], self.name)  # model instances, not values() dicts
-        return rows
+    def _read(self, input: dict[str, Any], cursor: Cursor) -> tuple[list[Any], bool]:
+        """The next page in pk order, and whether another follows."""
+        source = check_source(
+            self.source(input), invalid=ExportInvalid, job=self.name, what="an export"
+        )
+        return read_page(
+            source, cursor, self.batch, invalid=ExportInvalid, job=self.name
+        )
 
     def _encode(self, rows: Sequence[Any], index: int) -> bytes:
         """The whole page, bounded by max_part_bytes while it is built."""
@@ -359,14 +334,6 @@ class Export:
         text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
         self._put(manifest_key(prefix), text.encode("utf-8"), store)
         return index - parts
-
-
-def _positive(value: object, field: str, job: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise JobDeclarationInvalid(
-            field, value, "a whole number of at least 1", job=job
-        )
-    return value
 
 
 def _check_columns(columns: object, job: str) -> tuple[str, ...]:
@@ -459,8 +426,8 @@ def export_rows(
         row=row,
         format=format,
         storage=storage,
-        batch=_positive(batch, "batch", name),
-        max_part_bytes=_positive(max_part_bytes, "max_part_bytes", name),
+        batch=positive_int(batch, "batch", name),
+        max_part_bytes=positive_int(max_part_bytes, "max_part_bytes", name),
     )
     return declare(
         "export_rows",

@@ -45,6 +45,15 @@ def check_parameters(
     return dict(parameters)
 
 
+def positive_int(value: object, field: str, job: str) -> int:
+    """A factory's whole-number field (a batch, a size): at least 1, never a bool."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobDeclarationInvalid(
+            field, value, "a whole number of at least 1", job=job
+        )
+    return value
+
+
 def declare(
     factory: str,
     name: str,

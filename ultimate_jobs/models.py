@@ -506,8 +506,14 @@ class JobCounter(models.Model):
         return f"{self.name} @ {self.bucket:%Y-%m-%d %H:%M} ({self.tier}s)"
 
 
-# The webhook ledger's tables (F5) live in their own module; imported here so Django
-# registers them with this app.
+# The tables of the webhook ledger (F5) and the backfill ledger (F1) live in their own
+# modules; imported here so Django registers them with this app.
+from ultimate_jobs.backfill_models import (  # noqa: E402
+    BackfillLedger as BackfillLedger,
+)
+from ultimate_jobs.backfill_models import (  # noqa: E402
+    BackfillStatus as BackfillStatus,
+)
 from ultimate_jobs.webhook_models import (  # noqa: E402
     WebhookDelivery as WebhookDelivery,
 )

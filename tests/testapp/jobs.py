@@ -327,4 +327,8 @@ def pickup_stamp(run: Run, key: str) -> None:
     record(run, key, f"started:{started:.6f}")
 
 
-from . import factory_jobs  # noqa: E402, F401 - the export and webhook process tests (F4, F5)
+# The factory jobs the process tests run: exports and webhooks (F4, F5), a backfill (F1).
+from . import (  # noqa: E402
+    backfill_jobs,  # noqa: F401
+    factory_jobs,  # noqa: F401
+)

@@ -44,6 +44,9 @@ def test_settings_then_environment_win_in_order():
         ({"QUEUES": ["UPPER"]}, {}, "QUEUES"),
         ({"HEARTBEAT": "40s"}, {}, "HEARTBEAT"),
         ({"WAKE": "perhaps"}, {}, "WAKE"),
+        ({"ENVIRONMENT": ""}, {}, "ENVIRONMENT"),
+        ({"APP_VERSION": 3}, {}, "APP_VERSION"),
+        ({}, {"ULTIMATE_JOBS_APP_VERSION": "v" * 201}, "APP_VERSION"),
     ],
 )
 def test_bad_values_name_the_key_and_the_value(values, env, key):
@@ -51,6 +54,17 @@ def test_bad_values_name_the_key_and_the_value(values, env, key):
         load_settings(values, env)
     assert info.value.key == key
     assert key in str(info.value)
+
+
+def test_environment_and_app_version_feed_the_backfill_ledger():
+    assert (load_settings({}, {}).ENVIRONMENT, load_settings({}, {}).APP_VERSION) == (
+        "production",
+        "",
+    )
+    s = load_settings(
+        {"ENVIRONMENT": "staging"}, {"ULTIMATE_JOBS_APP_VERSION": "2026.11.3"}
+    )
+    assert (s.ENVIRONMENT, s.APP_VERSION) == ("staging", "2026.11.3")
 
 
 def test_the_lease_accepts_duration_strings_down_to_one_second():
