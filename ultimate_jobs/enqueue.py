@@ -36,7 +36,7 @@ from ultimate_jobs.exceptions import (
     JobTenantRequired,
 )
 from ultimate_jobs.handle import Enqueued
-from ultimate_jobs.ids import uuid7
+from ultimate_jobs.ids import uuid7s
 from ultimate_jobs.leases import keyed_lease_key
 from ultimate_jobs.signals import job_enqueued
 from ultimate_jobs.sql import QUERIES
@@ -141,6 +141,11 @@ def actor_id(actor: Any) -> str:
 def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
     """Check every input and answer the rows to write; raises before anything is written."""
     definition, options = handle.definition, handle.options
+    ids = uuid7s(2 * len(inputs))
+    correlation_id = current_correlation_id()[:255]
+    enqueued_by = actor_id(options.actor)
+    queue = options.queue or definition.queue
+    priority = definition.priority if options.priority is None else options.priority
     rows = []
     for index, kwargs in enumerate(inputs):
         if not isinstance(kwargs, dict):
@@ -154,21 +159,19 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
         key = concurrency_key_of(definition, kwargs)
         rows.append(
             Row(
-                id=uuid7(),
-                run_id=options.run_id or uuid7(),
+                id=ids[2 * index],
+                run_id=options.run_id or ids[2 * index + 1],
                 name=definition.name,
-                queue=options.queue or definition.queue,
-                priority=definition.priority
-                if options.priority is None
-                else options.priority,
+                queue=queue,
+                priority=priority,
                 input=encoded,
                 tenant_id=tenant_of(definition, kwargs, options.actor),
                 idempotency_key=idempotency_key_of(definition, kwargs),
                 max_attempts=definition.retry.attempts,
                 run_at=options.run_at,
                 delay=options.delay,
-                correlation_id=current_correlation_id()[:255],
-                enqueued_by=actor_id(options.actor),
+                correlation_id=correlation_id,
+                enqueued_by=enqueued_by,
                 concurrency_key=None
                 if key is None
                 else keyed_lease_key(definition.name, key),

@@ -7,6 +7,9 @@ import threading
 import time
 import uuid
 
+_MS_MASK = (1 << 48) - 1
+_RAND_B_MASK = (1 << 62) - 1
+_VERSION_AND_VARIANT = (0x7 << 76) | (0b10 << 62)
 _lock = threading.Lock()
 _last_ms = 0
 _counter = 0
@@ -19,22 +22,32 @@ def uuid7() -> uuid.UUID:
     within one millisecond, then 62 random bits. When the counter overflows, the
     timestamp is advanced by one millisecond rather than letting the order break.
     """
+    return uuid7s(1)[0]
+
+
+def uuid7s(count: int) -> list[uuid.UUID]:
+    """Answer ``count`` UUIDv7s in increasing order: one clock reading, one lock and
+    one read of the random source for the lot (an ``enqueue_many`` needs two a job)."""
     global _last_ms, _counter
+    random = os.urandom(8 * count)
+    values = []
     with _lock:
         now_ms = time.time_ns() // 1_000_000
-        if now_ms > _last_ms:
-            _last_ms = now_ms
-            _counter = int.from_bytes(os.urandom(2), "big") & 0x3FF  # leave headroom
-        else:
-            _counter += 1
-            if _counter > 0xFFF:
-                _last_ms += 1
-                _counter = 0
-        ms, counter = _last_ms, _counter
-    rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= counter << 64
-    value |= 0b10 << 62
-    value |= rand_b
-    return uuid.UUID(int=value)
+        for _ in range(count):
+            if now_ms > _last_ms:
+                _last_ms = now_ms
+                _counter = int.from_bytes(os.urandom(2), "big") & 0x3FF  # headroom
+            else:
+                _counter += 1
+                if _counter > 0xFFF:
+                    _last_ms += 1
+                    _counter = 0
+            values.append(((_last_ms & _MS_MASK) << 80) | (_counter << 64))
+    return [
+        uuid.UUID(int=value | _VERSION_AND_VARIANT | (rand & _RAND_B_MASK))
+        for value, rand in zip(
+            values,
+            (int.from_bytes(random[i : i + 8], "big") for i in range(0, 8 * count, 8)),
+            strict=True,
+        )
+    ]

@@ -106,8 +106,11 @@ def read_signature(func: Callable[..., Any], *, job: str) -> Signature:
     return Signature(tuple(out), accepts_any)
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), sort_keys=True)
+
+
 def _dump(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"), sort_keys=True)
+    return _ENCODER.encode(value)
 
 
 def encode(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ from ultimate_jobs import (
 )
 from ultimate_jobs.durations import parse_duration
 from ultimate_jobs.exceptions import InvalidDuration, InvalidJobPayload, JobAborted
-from ultimate_jobs.ids import uuid7
+from ultimate_jobs.ids import uuid7, uuid7s
 from ultimate_jobs.retry import classify
 
 
@@ -143,3 +143,12 @@ def test_uuid7_is_version_7_and_strictly_increasing():
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids[:100])
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_uuid7s_answers_a_batch_that_continues_the_order_of_single_ids():
+    before = uuid7()
+    batch = uuid7s(10_000)  # more than the 12-bit counter holds in one millisecond
+    after = uuid7()
+    assert len(set(batch)) == 10_000
+    assert [before, *batch, after] == sorted([before, *batch, after])
+    assert {(u.version, u.variant) for u in batch} == {(7, uuid.RFC_4122)}
