@@ -31,9 +31,11 @@ Delivery guarantees, precisely:
   (the id is free again), and a lapsed job lease re-delivering a running job.
 
 The loop: after a pass that found rows the next pass runs at once; an empty pass waits
-``RELAY_INTERVAL`` (200 ms), doubling while idle up to ``IDLE_POLL_MAX`` (or
-``WOKEN_IDLE_POLL_MAX`` once the LISTEN wake is proven). Staging announces the outbox
-channel on commit (O5), which ends the wait at once. A pass that fails is logged
+``RELAY_INTERVAL`` (200 ms), doubling while idle up to ``IDLE_POLL_MAX`` (or six
+times ``WOKEN_IDLE_POLL_MAX``, 30 s, once the LISTEN wake is proven). Staging announces
+the outbox channel on commit (O5), which ends the wait at once; unlike the job queue
+the outbox holds no row due later, so a proven relay's poll only covers a lost
+notification or a dead relay's lapsed batch, and polls rarely. A pass that fails is logged
 ``jobs.outbox.tick-failed`` and the loop re-arms with a backoff. On SIGTERM the pass in
 flight finishes (publish and mark) and the loop ends.
 """
@@ -60,6 +62,9 @@ from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 
 logger = logging.getLogger(__name__)
+# Every staged row is announced on commit and none is due later, so a relay with a
+# proven wake polls at six times the worker's woken ceiling (30 s by default).
+WOKEN_RELAY_POLL_FACTOR = 6
 
 BATCH_SIZE = 100  # rows per pass; one job_enqueue statement publishes them all
 
@@ -185,9 +190,9 @@ class Relay:
         self._wake.set()
 
     def idle_ceiling(self) -> float:
-        """The idle poll ceiling: longer once the LISTEN wake is proven (N1)."""
+        """The idle poll ceiling: much longer once the LISTEN wake is proven (N1)."""
         if self.notifications is not None and self.notifications.proven.is_set():
-            return self.settings.WOKEN_IDLE_POLL_MAX
+            return WOKEN_RELAY_POLL_FACTOR * self.settings.WOKEN_IDLE_POLL_MAX
         return self.settings.IDLE_POLL_MAX
 
     # -- one pass ----------------------------------------------------------------

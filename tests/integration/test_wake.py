@@ -16,6 +16,7 @@ from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.enqueue import build_rows, publish
 from ultimate_jobs.models import Job
+from ultimate_jobs.relay import Relay
 from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.worker import Worker
 
@@ -112,6 +113,7 @@ def test_an_unproven_wake_keeps_the_short_idle_ceiling(caplog):
         silent.start()
         wait_for(lambda: "jobs.wake.unverified" in caplog.messages, timeout=5)
     assert Worker(settings=settings, wake=silent).idle_ceiling() == 2.0
+    assert Relay(settings=settings, wake=silent).idle_ceiling() == 2.0
     silent.stop()
     proven = Wake("default")
     proven.subscribe(QUEUE_CHANNEL, lambda queue: None)
@@ -120,6 +122,9 @@ def test_an_unproven_wake_keeps_the_short_idle_ceiling(caplog):
         assert proven.proven.wait(5)
         assert Worker(settings=settings, wake=proven).idle_ceiling() == 5.0
         assert Worker(settings=settings).idle_ceiling() == 2.0  # no wake at all
+        # No outbox row is due later: a proven relay polls six times as rarely.
+        assert Relay(settings=settings, wake=proven).idle_ceiling() == 30.0
+        assert Relay(settings=settings).idle_ceiling() == 2.0
     finally:
         proven.stop()
 
