@@ -17,6 +17,7 @@ ceiling. A broken session is re-dialled with backoff (``jobs.wake.lost``).
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 import uuid
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 QUEUE_CHANNEL = "ultimate_jobs_wake"  # payload: a queue name
 PROBE_PREFIX = "__probe__:"
 PROBE_TIMEOUT = 2.0
+# How long the session thread sleeps in select() between looks at its stop flag and
+# probe deadline. psycopg's own notifies(timeout) wakes every 100 ms to stay
+# interruptible, which cost an idle worker 10 wake-ups a second.
+LISTEN_TICK = 1.0
 
 Subscriber = Callable[[str], None]
 
@@ -103,8 +108,10 @@ class Wake:
                     listened.add(channel)
                 if new:
                     self._send_probe(params, new[0])
-                for note in conn.notifies(timeout=0.5):
-                    self._dispatch(note.channel, note.payload)
+                readable, _, _ = select.select([conn.fileno()], [], [], LISTEN_TICK)
+                if readable or new:  # new: a LISTEN's reply may have carried some
+                    for note in conn.notifies(timeout=0):
+                        self._dispatch(note.channel, note.payload)
                 if (
                     self._probe
                     and not self.proven.is_set()
