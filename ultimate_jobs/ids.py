@@ -29,7 +29,7 @@ def uuid7s(count: int) -> list[uuid.UUID]:
     """Answer ``count`` UUIDv7s in increasing order: one clock reading, one lock and
     one read of the random source for the lot (an ``enqueue_many`` needs two a job)."""
     global _last_ms, _counter
-    random = os.urandom(8 * count)
+    entropy = os.urandom(8 * count)
     values = []
     with _lock:
         now_ms = time.time_ns() // 1_000_000
@@ -44,10 +44,10 @@ def uuid7s(count: int) -> list[uuid.UUID]:
                     _counter = 0
             values.append(((_last_ms & _MS_MASK) << 80) | (_counter << 64))
     return [
-        uuid.UUID(int=value | _VERSION_AND_VARIANT | (rand & _RAND_B_MASK))
-        for value, rand in zip(
-            values,
-            (int.from_bytes(random[i : i + 8], "big") for i in range(0, 8 * count, 8)),
-            strict=True,
+        uuid.UUID(
+            int=value
+            | _VERSION_AND_VARIANT
+            | (int.from_bytes(entropy[8 * i : 8 * i + 8], "big") & _RAND_B_MASK)
         )
+        for i, value in enumerate(values)
     ]
