@@ -30,8 +30,8 @@ class Query:
     text: str
     params: frozenset[str]
     source: str  # file name, for messages and `jobs_sql --show`
-    native: str = ""  # the text with $1, $2, … in place of %(name)s
-    order: tuple[str, ...] = ()  # the parameter behind $1, $2, …
+    native: str  # the text with $1, $2, … in place of %(name)s
+    order: tuple[str, ...]  # the parameter behind $1, $2, … (params, in order)
 
     def positional(self, params: dict[str, Any]) -> list[Any]:
         """The values for ``native``, in placeholder order."""
