@@ -22,6 +22,7 @@ from django.utils.html import format_html
 import ultimate_jobs.schedule_admin  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.webhook_admin as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
+from ultimate_jobs.admin_permissions import ReadOnly
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
 
@@ -88,7 +89,8 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
 
 
 @admin.register(Job)
-class JobAdmin(JobModelAdmin):
+class JobAdmin(ReadOnly, JobModelAdmin):
+    # Rows change only through the audited actions below (ReadOnly: no edit form).
     list_display = (
         "short_id",
         "name",
@@ -176,15 +178,6 @@ class JobAdmin(JobModelAdmin):
         ]
         return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # rows change only through the audited actions below
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _apply(request, queryset, "retry", api.retry)
@@ -242,21 +235,8 @@ class WorkerAdmin(WorkerModelAdmin):
         return False
 
 
-class _ReadOnly:
-    """Rows only the library writes: no add, change or delete from the admin."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(JobCounter)
-class JobCounterAdmin(_ReadOnly, JobCounterModelAdmin):
+class JobCounterAdmin(ReadOnly, JobCounterModelAdmin):
     """Per-job counts by time bucket (P5): filter by job and tier, newest first."""
 
     list_display = (
@@ -280,7 +260,7 @@ class JobCounterAdmin(_ReadOnly, JobCounterModelAdmin):
 
 
 @admin.register(BackfillLedger)
-class BackfillLedgerAdmin(_ReadOnly, BackfillLedgerModelAdmin):
+class BackfillLedgerAdmin(ReadOnly, BackfillLedgerModelAdmin):
     """The backfill ledger (F1, P1): one row per pass, read-only. Passes are started
     with ``manage.py db_backfill NAME --write``, never from here."""
 

@@ -17,6 +17,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from ultimate_jobs import schedules
+from ultimate_jobs.admin_permissions import NoAddOrDelete, ReadOnly
 from ultimate_jobs.declarations import registry
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import LeaderLease, Schedule, TaskWatermark
@@ -146,7 +147,7 @@ class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
 
 
 @admin.register(TaskWatermark)
-class TaskWatermarkAdmin(_Verbs, TaskWatermarkModelAdmin):
+class TaskWatermarkAdmin(NoAddOrDelete, _Verbs, TaskWatermarkModelAdmin):
     list_display = (
         "key",
         "spec",
@@ -169,28 +170,13 @@ class TaskWatermarkAdmin(_Verbs, TaskWatermarkModelAdmin):
         cron, _, tz = row.spec.rpartition(" ")
         return _next_run(cron, tz) if cron else "—"
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The list is read-only; the actions need the change permission itself.
         return obj is None and request.user.has_perm(
             "ultimate_jobs.change_taskwatermark"
         )
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(LeaderLease)
-class LeaderLeaseAdmin(LeaderLeaseModelAdmin):
+class LeaderLeaseAdmin(ReadOnly, LeaderLeaseModelAdmin):
     list_display = ("role", "holder", "term", "acquired_at", "renewed_at", "expires_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -15,6 +15,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from ultimate_jobs.admin_permissions import NoAddOrDelete
 from ultimate_jobs.webhook_ledger import DatabaseWebhookLedger
 from ultimate_jobs.webhook_models import WebhookDelivery, WebhookEndpointState
 
@@ -25,16 +26,8 @@ else:  # ModelAdmin is generic only to the type checker
     EndpointModelAdmin = DeliveryModelAdmin = admin.ModelAdmin
 
 
-class _ReadOnly:
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(WebhookEndpointState)
-class WebhookEndpointStateAdmin(_ReadOnly, EndpointModelAdmin):
+class WebhookEndpointStateAdmin(NoAddOrDelete, EndpointModelAdmin):
     list_display = (
         "endpoint_id",
         "consecutive_failures",
@@ -75,7 +68,7 @@ class WebhookEndpointStateAdmin(_ReadOnly, EndpointModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(_ReadOnly, DeliveryModelAdmin):
+class WebhookDeliveryAdmin(NoAddOrDelete, DeliveryModelAdmin):
     list_display = (
         "attempted_at",
         "endpoint_id",
