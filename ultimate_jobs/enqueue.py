@@ -9,8 +9,10 @@ outbox instead, on the caller's connection (outbox.py, O1).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +52,12 @@ _RACE_RETRIES = 3
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One checked input, ready to be written."""
+    """One checked input, ready to be written: the job row of every write path.
+
+    The fields are the columns of the ``job_input`` fragment (sql/jobs.sql), in its
+    order; job_enqueue, outbox_stage and scheduler_fire take them as arrays named after
+    the fields (``array_params``).
+    """
 
     id: uuid.UUID
     run_id: uuid.UUID
@@ -66,6 +73,17 @@ class Row:
     correlation_id: str
     enqueued_by: str
     concurrency_key: str | None = None  # the lease key of a keyed limit (L2)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Row:
+        """The row of a stored record (a claimed outbox row): same ids, and its
+        ``run_at`` already resolved, so no delay."""
+        return cls(
+            **{name: record[name] for name in FIELDS if name != "delay"}, delay=0.0
+        )
+
+
+FIELDS = tuple(field.name for field in dataclasses.fields(Row))
 
 
 def _call(
@@ -181,22 +199,17 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
 
 
 def array_params(rows: list[Row]) -> dict[str, Any]:
-    """The array parameters of job_enqueue (H3: fixed parameter count for any batch)."""
+    """The rows as one array per field (H3: a fixed parameter count for any batch)."""
+    return {name: [getattr(row, name) for row in rows] for name in FIELDS}
+
+
+def holder_params(rows: list[Row]) -> dict[str, Any]:
+    """The parameters of job_holders: who holds each row's place."""
     return {
-        "ids": [r.id for r in rows],
-        "run_ids": [r.run_id for r in rows],
-        "names": [r.name for r in rows],
-        "queues": [r.queue for r in rows],
-        "priorities": [r.priority for r in rows],
-        "inputs": [r.input for r in rows],
-        "tenant_ids": [r.tenant_id for r in rows],
-        "idempotency_keys": [r.idempotency_key for r in rows],
-        "max_attempts": [r.max_attempts for r in rows],
-        "run_ats": [r.run_at for r in rows],
-        "delays": [r.delay for r in rows],
-        "correlation_ids": [r.correlation_id for r in rows],
-        "enqueued_bys": [r.enqueued_by for r in rows],
-        "concurrency_keys": [r.concurrency_key for r in rows],
+        "id": [row.id for row in rows],
+        "name": [row.name for row in rows],
+        "tenant_id": [row.tenant_id for row in rows],
+        "idempotency_key": [row.idempotency_key for row in rows],
     }
 
 
@@ -225,11 +238,7 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
         if not deduped:
             return [a for a in answers if a is not None]
         held = db.run(
-            QUERIES["job_holders"],
-            ids=[rows[i].id for i in deduped],
-            names=[rows[i].name for i in deduped],
-            tenant_ids=[rows[i].tenant_id for i in deduped],
-            idempotency_keys=[rows[i].idempotency_key for i in deduped],
+            QUERIES["job_holders"], **holder_params([rows[i] for i in deduped])
         )
         found = {deduped[h["ord"] - 1]: h for h in held}
         pending = []
@@ -260,7 +269,6 @@ def enqueue_inputs(
         answers = outbox.stage(
             db,
             rows,
-            array_params(rows),
             job=handle.name,
             refuse_held=handle.options.on_conflict == "error",
         )

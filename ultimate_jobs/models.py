@@ -427,6 +427,7 @@ class OutboxMessage(models.Model):
     )  # resolved at staging: delays count from the enqueue
     correlation_id = models.CharField(max_length=255, blank=True, db_default="")
     enqueued_by = models.CharField(max_length=255, blank=True, db_default="")
+    concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001 - NULL is no keyed limit
     staged_at = models.DateTimeField(db_default=Now())
     staged_tx = models.BigIntegerField()  # the staging transaction (pg_current_xact_id)
     claimed_at = models.DateTimeField(null=True, blank=True)

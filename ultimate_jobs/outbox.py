@@ -96,7 +96,6 @@ def should_stage(settings: JobsSettings, *, job: str) -> bool:
 def stage(
     db: Database,
     rows: list[Row],
-    params: dict[str, Any],
     *,
     job: str,
     refuse_held: bool = False,
@@ -108,16 +107,12 @@ def stage(
     answers ``deduped=False``; with ``refuse_held`` (``on_conflict="error"``) a key a
     live job holds at staging raises JobDuplicate before anything is staged.
     """
+    from ultimate_jobs.enqueue import array_params, holder_params
+
     if refuse_held:
-        held = db.run(
-            QUERIES["job_holders"],
-            ids=params["ids"],
-            names=params["names"],
-            tenant_ids=params["tenant_ids"],
-            idempotency_keys=params["idempotency_keys"],
-        )
+        held = db.run(QUERIES["job_holders"], **holder_params(rows))
         if held:
             first = min(held, key=lambda h: h["ord"])
             raise JobDuplicate(job, rows[first["ord"] - 1].idempotency_key, first["id"])
-    db.run(QUERIES["outbox_stage"], now=None, **params)
+    db.run(QUERIES["outbox_stage"], now=None, **array_params(rows))
     return [Enqueued(row.id, row.run_id, deduped=False) for row in rows]

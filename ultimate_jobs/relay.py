@@ -213,7 +213,9 @@ class Relay:
             released = self.release(db, rows, token)
             return RelayPass(claimed=len(rows), released=released)
         try:
-            answers = publish(db, [job_row(row) for row in rows], now=self.now())
+            answers = publish(
+                db, [JobRow.from_record(row) for row in rows], now=self.now()
+            )
         except Exception as exc:
             released = self.release(db, rows, token)
             logger.error(
