@@ -35,8 +35,12 @@ class Database(Protocol):
 
 
 def _check_params(query: Query, params: dict[str, Any]) -> None:
+    """Refuse a call whose parameters are not exactly the statement's: a missing one
+    would run with a wrong value, an unknown one would be silently dropped."""
     if missing := query.params - params.keys():
         raise TypeError(f"{query.name}: missing parameters {sorted(missing)}")
+    if unknown := params.keys() - query.params:
+        raise TypeError(f"{query.name}: unknown parameters {sorted(unknown)}")
 
 
 def _rows(query: Query, cursor: Any) -> list[Row]:

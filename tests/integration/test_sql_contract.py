@@ -82,3 +82,24 @@ def test_jobs_sql_lists_shows_renders_and_explains():
 def test_migrations_are_in_step_with_the_models():
     out = io.StringIO()
     call_command("makemigrations", "ultimate_jobs", "--check", "--dry-run", stdout=out)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("door", ["django", "direct"])
+def test_a_statement_runs_only_with_exactly_its_parameters(door):
+    """A missing parameter would run with a wrong value and an unknown one would be
+    dropped without a word (the outbox once lost concurrency_key that way)."""
+    from ultimate_jobs.db import DirectDatabase, DjangoDatabase
+
+    db = DjangoDatabase("default") if door == "django" else DirectDatabase("default")
+    query = sql.QUERIES["lease_holders"]
+    assert query.params == {"key", "now"}
+    with pytest.raises(TypeError, match=r"lease_holders: missing parameters \['now'\]"):
+        db.run(query, key="k")
+    with pytest.raises(
+        TypeError, match=r"lease_holders: unknown parameters \['keys'\]"
+    ):
+        db.run(query, key="k", now=None, keys=["k"])
+    assert db.run(query, key="k", now=None) == []
+    if door == "direct":
+        db.close()
