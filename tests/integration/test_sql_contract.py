@@ -101,5 +101,5 @@ def test_a_statement_runs_only_with_exactly_its_parameters(door):
     ):
         db.run(query, key="k", now=None, keys=["k"])
     assert db.run(query, key="k", now=None) == []
-    if door == "direct":
+    if isinstance(db, DirectDatabase):
         db.close()
