@@ -9,6 +9,7 @@ from typing import Any
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declarations import NO_TENANT, job
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.housekeeping import app_targets
@@ -45,7 +46,9 @@ def django_task(
     )
     from ultimate_jobs.models import Job
 
-    rows = Job.objects.filter(pk=run.job_id, state="running")
+    rows = Job.objects.using(get_settings().DATABASE).filter(
+        pk=run.job_id, state="running"
+    )
     current = task_result(rows.get(), backend)
     from_signals().task_started.send(
         sender=type(current.task.get_backend()), task_result=current
@@ -65,7 +68,7 @@ def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
     from ultimate_jobs.backend import from_signals, task_result
     from ultimate_jobs.models import Job
 
-    job = Job.objects.filter(pk=settled.job_id).first()
+    job = Job.objects.using(get_settings().DATABASE).filter(pk=settled.job_id).first()
     if job is not None:
         result = task_result(job)
         from_signals().task_finished.send(
