@@ -10,26 +10,24 @@ from __future__ import annotations
 
 import typing
 
-from ultimate_jobs.backfill_runs import (
+from ultimate_jobs.backfills.runs import (
     BackfillState,
     backfill_states,
     pending_backfills,
 )
-from ultimate_jobs.backfills import Backfill, backfill, registered_backfills
+from ultimate_jobs.backfills.sweep import Backfill, backfill, registered_backfills
 from ultimate_jobs.context import (
     correlation_scope,
     current_correlation_id,
     current_tenant,
 )
-from ultimate_jobs.declarations import (
-    NO_TENANT,
-    Concurrency,
-    JobDefinition,
-    Registry,
-    job,
-    registry,
-)
-from ultimate_jobs.events import Published, publish_event
+from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, JobDefinition
+from ultimate_jobs.declaration.registry import Registry, registry
+from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_schedule
+from ultimate_jobs.declaration.run import CancelToken, Run
+from ultimate_jobs.durable.events import Published, publish_event
+from ultimate_jobs.enqueue.handle import JobHandle, job
+from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.exceptions import (
     BackfillExcluded,
     BackfillInvalid,
@@ -84,11 +82,8 @@ from ultimate_jobs.exceptions import (
     WebhookSignatureInvalid,
 )
 from ultimate_jobs.exports import export_part_key, export_rows
-from ultimate_jobs.handle import Enqueued, JobHandle
-from ultimate_jobs.purge import PurgeTarget, purge
-from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
-from ultimate_jobs.run import CancelToken, Run
-from ultimate_jobs.schedules import (
+from ultimate_jobs.retention.purge import PurgeTarget, purge
+from ultimate_jobs.scheduling.schedules import (
     TaskFire,
     next_run,
     pause_task,
@@ -98,19 +93,19 @@ from ultimate_jobs.schedules import (
     trigger,
     unrecur,
 )
-from ultimate_jobs.tasks import TaskHandle, task, task_registry
-from ultimate_jobs.webhook_ledger import (
+from ultimate_jobs.scheduling.tasks import TaskHandle, task, task_registry
+from ultimate_jobs.webhooks.delivery import WebhookEndpoint, WebhookEvent, webhook
+from ultimate_jobs.webhooks.ledger import (
     DatabaseWebhookLedger,
     DeliveryAttempt,
     MemoryWebhookLedger,
     WebhookLedger,
 )
-from ultimate_jobs.webhook_signature import (
+from ultimate_jobs.webhooks.signature import (
     VerifiedWebhook,
     verify_signature,
     verify_webhook_signature,
 )
-from ultimate_jobs.webhooks import WebhookEndpoint, WebhookEvent, webhook
 
 __all__ = [
     "NO_TENANT",

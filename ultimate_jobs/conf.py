@@ -19,9 +19,9 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from ultimate_jobs.durations import parse_duration
+from ultimate_jobs.declaration.durations import parse_duration
+from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import ConfigurationError, JobsError
-from ultimate_jobs.queues import validate_queue
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")
@@ -143,7 +143,7 @@ def _bool(key: str, value: object) -> bool:
 
 def _retention(key: str, value: object) -> dict[str, Any]:
     """The project-wide retention rules, checked like a job's ``retention=`` (F6)."""
-    from ultimate_jobs.declarations import _check_retention
+    from ultimate_jobs.declaration.retention import check_retention
     from ultimate_jobs.exceptions import InvalidArgument
 
     if not isinstance(value, Mapping):
@@ -151,7 +151,7 @@ def _retention(key: str, value: object) -> dict[str, Any]:
             key, value, "expected a mapping like {'done': {'days': 1}}"
         )
     try:
-        return _check_retention(value, key)
+        return check_retention(value, key)
     except InvalidArgument as exc:
         field = exc.field.replace("retention", key, 1)
         raise ConfigurationError(

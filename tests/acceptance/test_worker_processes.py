@@ -13,7 +13,7 @@ from tests.testapp.jobs import atouch, crash, hold, touch
 from tests.testapp.models import Record
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Job
-from ultimate_jobs.settle import Settler
+from ultimate_jobs.runtime.settle import Settler
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 

@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from tests.testapp.jobs import noop, watched
-from ultimate_jobs.acks import Acks
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.declarations import registry
-from ultimate_jobs.limits import claim_parameters
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.sql import QUERIES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,8 +78,8 @@ def test_many_completions_take_few_statements():
 def test_a_job_someone_listens_to_is_not_batched(jobs):
     """on_settled must run after the row settled, in the attempt's thread: such a
     completion is written at once, not handed to the batch."""
-    from ultimate_jobs.executor import Executor
-    from ultimate_jobs.settle import Settler
+    from ultimate_jobs.runtime.executor import Executor
+    from ultimate_jobs.runtime.settle import Settler
 
     db = DirectDatabase("default")
     acks = Acks(db, start=False)  # never started: a batched completion would hang here

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 
 from tests.testapp.jobs import dropped, flaky, noop, terminal
-from ultimate_jobs import counters
 from ultimate_jobs.models import JobCounter
+from ultimate_jobs.observability import counters
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def test_each_ending_moves_its_counter_with_the_row(jobs):
 
 def test_a_fenced_out_settle_counts_nothing(jobs):
     from ultimate_jobs.db import DjangoDatabase
-    from ultimate_jobs.settle import Settler
+    from ultimate_jobs.runtime.settle import Settler
 
     noop.enqueue(key="x")
     [attempt] = jobs.run()

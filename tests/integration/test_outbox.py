@@ -16,9 +16,9 @@ from tests.testapp.jobs import charge_card, create_invoice, noop, per_account, t
 from tests.testapp.models import Record
 from ultimate_jobs import Enqueued, JobDuplicate, OutboxNoTx
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.enqueue import Row as JobRow
-from ultimate_jobs.enqueue import publish
-from ultimate_jobs.leases import keyed_lease_key
+from ultimate_jobs.enqueue.rows import Row as JobRow
+from ultimate_jobs.enqueue.write import publish
+from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.models import Job, OutboxMessage
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.db import connection
 
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
-from ultimate_jobs.limits import claim_parameters
+from ultimate_jobs.limits.caps import claim_parameters
 
 
 @pytest.mark.django_db

@@ -7,9 +7,9 @@ import uuid
 from types import SimpleNamespace
 
 from ultimate_jobs import sql
-from ultimate_jobs.enqueue import Row as JobRow
-from ultimate_jobs.outbox import OUTBOX_CHANNEL, in_transaction
-from ultimate_jobs.roles import DEFAULT_ROLES, ROLES
+from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL, in_transaction
+from ultimate_jobs.enqueue.rows import Row as JobRow
+from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES
 
 
 def block(*, from_testcase: bool) -> SimpleNamespace:

@@ -127,7 +127,7 @@ def test_a_fragment_is_put_in_place_and_an_unknown_one_is_refused():
 def test_the_job_row_has_one_column_list_shared_by_every_write_path():
     """One row type, one column list: the fragment's arrays are JobRow's fields, and
     every statement that writes a job row (or stages one) reads that fragment."""
-    from ultimate_jobs.enqueue import FIELDS
+    from ultimate_jobs.enqueue.rows import FIELDS
 
     fragment = sql.QUERIES["job_enqueue"].text
     arrays = re.findall(
