@@ -8,6 +8,7 @@ See docs/ for the guide.
 
 from __future__ import annotations
 
+import importlib
 import typing
 
 from ultimate_jobs.backfills.runs import (
@@ -25,6 +26,7 @@ from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, JobDefi
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_schedule
 from ultimate_jobs.declaration.run import CancelToken, Run
+from ultimate_jobs.declaration.states import CatchUp, JobState, StepKind, StepStatus
 from ultimate_jobs.durable.events import Published, publish_event
 from ultimate_jobs.enqueue.handle import JobHandle, job
 from ultimate_jobs.enqueue.options import Enqueued
@@ -107,6 +109,10 @@ from ultimate_jobs.webhooks.signature import (
     verify_webhook_signature,
 )
 
+if typing.TYPE_CHECKING:
+    from ultimate_jobs import api
+    from ultimate_jobs.api.verbs import pause_queue, paused_queues, resume_queue
+
 __all__ = [
     "NO_TENANT",
     "Backfill",
@@ -116,6 +122,7 @@ __all__ = [
     "BackfillStalled",
     "BackfillState",
     "CancelToken",
+    "CatchUp",
     "Concurrency",
     "ConfigurationError",
     "DatabaseWebhookLedger",
@@ -165,6 +172,8 @@ __all__ = [
     "Run",
     "RunSuspended",
     "StepDuplicate",
+    "StepKind",
+    "StepStatus",
     "TaskDeclarationInvalid",
     "TaskFire",
     "TaskHandle",
@@ -182,6 +191,7 @@ __all__ = [
     "WebhookLedger",
     "WebhookNotFound",
     "WebhookSignatureInvalid",
+    "api",
     "backfill",
     "backfill_states",
     "correlation_scope",
@@ -191,7 +201,9 @@ __all__ = [
     "export_rows",
     "job",
     "next_run",
+    "pause_queue",
     "pause_task",
+    "paused_queues",
     "pending_backfills",
     "publish_event",
     "purge",
@@ -199,6 +211,7 @@ __all__ = [
     "register_error_retry",
     "registered_backfills",
     "registry",
+    "resume_queue",
     "resume_task",
     "retry_schedule",
     "task",
@@ -212,10 +225,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> typing.Any:
-    # JobState lives with the models, which cannot be imported before Django's apps are.
-    if name == "JobState":
-        from ultimate_jobs.models import JobState
+# The operator API reads the models, which cannot be imported before Django's apps are
+# (this package is imported first, from INSTALLED_APPS): its names load on first use.
+_OPERATOR = {
+    "api": "ultimate_jobs.api",
+    "pause_queue": "ultimate_jobs.api.verbs",
+    "paused_queues": "ultimate_jobs.api.verbs",
+    "resume_queue": "ultimate_jobs.api.verbs",
+}
 
-        return JobState
+
+def __getattr__(name: str) -> typing.Any:
+    if name in _OPERATOR:
+        module = importlib.import_module(_OPERATOR[name])
+        return module if name == "api" else getattr(module, name)
     raise AttributeError(f"module 'ultimate_jobs' has no attribute {name!r}")

@@ -21,7 +21,8 @@ from django.dispatch import receiver
 
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.exceptions import ConfigurationError, JobsError
+from ultimate_jobs.declaration.retention import check_retention
+from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")
@@ -143,9 +144,6 @@ def _bool(key: str, value: object) -> bool:
 
 def _retention(key: str, value: object) -> dict[str, Any]:
     """The project-wide retention rules, checked like a job's ``retention=`` (F6)."""
-    from ultimate_jobs.declaration.retention import check_retention
-    from ultimate_jobs.exceptions import InvalidArgument
-
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             key, value, "expected a mapping like {'done': {'days': 1}}"

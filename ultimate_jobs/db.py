@@ -22,6 +22,7 @@ import psycopg
 from django.db import DatabaseError, connections
 from psycopg.rows import dict_row
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.exceptions import QueryError, UnsupportedDatabase
 from ultimate_jobs.sql import Query
 
@@ -112,8 +113,6 @@ class DjangoDatabase:
 
 
 def _prepared_statements() -> bool:
-    from ultimate_jobs.conf import get_settings
-
     return get_settings().PREPARED_STATEMENTS
 
 

@@ -47,7 +47,13 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 def record(message="jobs.attempt.settled", exc_info=None, **extra):
     item = logging.LogRecord(
-        "ultimate_jobs.runtime.executor", logging.INFO, __file__, 1, message, (), exc_info
+        "ultimate_jobs.runtime.executor",
+        logging.INFO,
+        __file__,
+        1,
+        message,
+        (),
+        exc_info,
     )
     for key, val in extra.items():
         setattr(item, key, val)

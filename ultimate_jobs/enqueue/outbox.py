@@ -31,12 +31,12 @@ from django.db import connections
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.enqueue.options import Enqueued
+from ultimate_jobs.enqueue.rows import Row, array_params, holder_params
 from ultimate_jobs.exceptions import JobDuplicate, OutboxNoTx
 from ultimate_jobs.sql import QUERIES
 
 if TYPE_CHECKING:
     from ultimate_jobs.db import Database
-    from ultimate_jobs.enqueue.rows import Row
 
 OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # outbox_stage's pg_notify channel (O5)
 
@@ -107,8 +107,6 @@ def stage(
     answers ``deduped=False``; with ``refuse_held`` (``on_conflict="error"``) a key a
     live job holds at staging raises JobDuplicate before anything is staged.
     """
-    from ultimate_jobs.enqueue.rows import array_params, holder_params
-
     if refuse_held:
         held = db.run(QUERIES["job_holders"], **holder_params(rows))
         if held:

@@ -15,7 +15,10 @@ from typing import Any, Protocol
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.runtime.lifecycle import Lifecycle
+from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
 from ultimate_jobs.runtime.wake import Wake
+from ultimate_jobs.runtime.worker import Worker
+from ultimate_jobs.scheduling.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +49,6 @@ RoleFactory = Callable[[RoleOptions], Role]
 
 
 def _worker(options: RoleOptions) -> Role:
-    from ultimate_jobs.runtime.worker import Worker
-
     return Worker(
         queues=options.queues,
         concurrency=options.concurrency,
@@ -61,16 +62,12 @@ def _worker(options: RoleOptions) -> Role:
 
 
 def _scheduler(options: RoleOptions) -> Role:
-    from ultimate_jobs.scheduling.scheduler import Scheduler
-
     return Scheduler(
         settings=options.settings, lifecycle=options.lifecycle, wake=options.wake
     )
 
 
 def _relay(options: RoleOptions) -> Role:
-    from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
-
     return Relay(
         settings=options.settings,
         lifecycle=options.lifecycle,

@@ -35,6 +35,7 @@ from ultimate_jobs.runtime.executor import Executor
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.sql import QUERIES
 
 
@@ -85,8 +86,6 @@ class JobsTestRunner:
         at the clock's time; ``travel`` past an occurrence and call it again to fire it.
         Answers the ``Fire`` of each occurrence fired; ``run()`` then runs the jobs.
         """
-        from ultimate_jobs.scheduling.scheduler import Scheduler
-
         if self._scheduler is None:
             self._scheduler = Scheduler(
                 db=self.db, clock=self.clock.now, jobs=self.jobs, holder="testing"

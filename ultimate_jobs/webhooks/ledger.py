@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.sql import QUERIES
@@ -100,8 +101,6 @@ class DatabaseWebhookLedger:
 
     @property
     def db(self) -> Database:
-        from ultimate_jobs.conf import get_settings
-
         return DjangoDatabase(self.using or get_settings().DATABASE)
 
     def is_disabled(self, endpoint_id: str) -> bool:

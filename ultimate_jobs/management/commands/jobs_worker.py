@@ -12,6 +12,7 @@ from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
 from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
+from ultimate_jobs.management.supervisor import supervise
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 
@@ -53,8 +54,6 @@ class Command(BaseCommand):
         add_limit_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.management.supervisor import supervise
-
         configure_default_logging(options["verbosity"])
         settings = get_settings()
         try:
