@@ -14,6 +14,7 @@ from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import Fence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def test_a_stale_token_in_a_batch_settles_nothing_for_its_row_and_the_rest_land(
     db = DirectDatabase("default")
     noop.enqueue_many([{"key": str(i)} for i in range(3)])
     rows = claim(db, 3)
-    stale = {**rows[1], "lease_owner": uuid.uuid4()}
+    stale: Fence = {"id": rows[1]["id"], "lease_owner": uuid.uuid4()}
     told: dict[str, bool] = {}
     acks = Acks(db, start=False)
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import typing
+import uuid
+from datetime import datetime
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -11,6 +15,7 @@ from django.db import connection
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
 from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.sql import rows
 
 
 @pytest.mark.django_db
@@ -103,3 +108,68 @@ def test_a_statement_runs_only_with_exactly_its_parameters(door):
     assert db.run(query, key="k", now=None) == []
     if isinstance(db, DirectDatabase):
         db.close()
+
+
+# PostgreSQL type -> the Python type a typed row declares for it (sql/rows.py).
+_PG_TO_PY = {
+    "bool": bool,
+    "int2": int,
+    "int4": int,
+    "int8": int,
+    "float8": float,
+    "text": str,
+    "varchar": str,
+    "uuid": uuid.UUID,
+    "timestamptz": datetime,
+    "jsonb": str | dict[str, Any],
+    "_uuid": list[uuid.UUID],
+}
+
+
+def _described(query) -> list[tuple[str, str]]:
+    """The columns PostgreSQL says the statement answers: (name, type name)."""
+    connection.ensure_connection()
+    conn = connection.connection
+    name = f"describe_{query.name}".encode()
+    conn.pgconn.prepare(name, query.native.encode())
+    try:
+        described = conn.pgconn.describe_prepared(name)
+        with conn.cursor() as cursor:
+            types = {}
+            for index in range(described.nfields):
+                cursor.execute(
+                    "SELECT typname FROM pg_type WHERE oid = %s",
+                    [described.ftype(index)],
+                )
+                types[index] = cursor.fetchone()[0]
+        return [
+            (described.fname(i).decode(), types[i]) for i in range(described.nfields)
+        ]
+    finally:
+        conn.pgconn.exec_(b"DEALLOCATE " + name)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", sorted(rows.ROW_TYPES), ids=str)
+def test_each_typed_row_is_what_its_statement_answers(name):
+    """The SQL<->Python contract: a typed row's keys are the statement's columns, in
+    order, and each key's type (without None) is the column's."""
+    declared = typing.get_type_hints(rows.ROW_TYPES[name])
+    columns = _described(sql.QUERIES[name])
+    assert [column for column, _ in columns] == list(declared)
+    for column, pg_type in columns:
+        python = declared[column]
+        args = [a for a in typing.get_args(python) if a is not type(None)]
+        if type(None) in typing.get_args(python):
+            python = args[0] if len(args) == 1 else typing.Union[tuple(args)]  # noqa: UP007
+        assert python == _PG_TO_PY[pg_type], (column, pg_type, declared[column])
+
+
+def test_the_hot_statements_are_typed():
+    hot = {
+        "job_claim", "job_heartbeat", "job_complete", "job_retry", "job_bury",
+        "job_release", "job_enqueue", "job_holders", "outbox_stage", "outbox_claim",
+        "outbox_mark_published", "outbox_release", "leader_acquire", "leader_release",
+        "scheduler_sync", "scheduler_fire", "schedule_list",
+    }  # fmt: skip
+    assert hot <= rows.ROW_TYPES.keys()

@@ -78,7 +78,7 @@ def test_reschedule_checks_the_stage_when_called(clean_registry):
     def staged(run, stage: str = "a") -> None: ...
 
     definition = registry.get("tests.staged").definition
-    row = {"input": '{"stage": "a"}'}
+    row = '{"stage": "a"}'  # the run's stored input
     stage = reschedule_intent(definition, row, delay="1h", input={"stage": "b"})
     assert (stage.input, stage.delay, stage.run_at) == ('{"stage":"b"}', 3600.0, None)
     assert reschedule_intent(definition, row).input == '{"stage":"a"}'

@@ -157,7 +157,7 @@ class PassLedger:
             now=self.now(),
         )
         self.id = row["id"]
-        return row
+        return dict(row)
 
     def progress(self, *, rows: int, batches: int, cursor: Any) -> None:
         if self.id is not None:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ultimate_jobs.db import Row
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.sql.rows import Json
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +35,14 @@ class Reschedule:
 
 def reschedule_intent(
     definition: JobDefinition,
-    job: Row,
+    stored_input: Json,
     *,
     delay: object = None,
     run_at: object = None,
     input: Mapping[str, Any] | None = None,
 ) -> Reschedule:
-    """Check a reschedule call and answer the stage it asks for."""
+    """Check a reschedule call and answer the stage it asks for; ``stored_input`` is
+    the run's current input, kept when the call gives none."""
     name = definition.name
     seconds = 0.0
     if delay is not None and delay != 0 and delay != timedelta(0):
@@ -56,7 +57,7 @@ def reschedule_intent(
                 "delay", delay, "give delay or run_at, not both", job=name
             )
     if input is None:
-        current = payload.decode(name, definition.signature, job["input"])
+        current = payload.decode(name, definition.signature, stored_input)
         encoded = payload.encode(name, definition.signature, current)
     elif not isinstance(input, Mapping):
         raise InvalidArgument(

@@ -52,6 +52,7 @@ from ultimate_jobs.exceptions import (
     StepDuplicate,
 )
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class Journal:
         db: Database,
         atomic_db: Database,
         alias: str,
-        job: Row,
+        job: ClaimedJob,
         definition: JobDefinition,
         token: CancelToken,
         deadlines: Deadlines,
@@ -278,7 +279,11 @@ class Journal:
     ) -> None:
         """Record the intent to run the job again as a new stage (S5)."""
         self.rescheduled = reschedule_intent(
-            self.definition, self.job, delay=delay, run_at=run_at, input=input
+            self.definition,
+            self.job["input"],
+            delay=delay,
+            run_at=run_at,
+            input=input,
         )
 
     def _write_progress(self, value: str) -> None:

@@ -33,7 +33,7 @@ from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import Row, array_params, holder_params
 from ultimate_jobs.exceptions import JobDuplicate, OutboxNoTx
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_HOLDERS, OUTBOX_STAGE
 
 if TYPE_CHECKING:
     from ultimate_jobs.db import Database
@@ -108,9 +108,9 @@ def stage(
     live job holds at staging raises JobDuplicate before anything is staged.
     """
     if refuse_held:
-        held = db.run(QUERIES["job_holders"], **holder_params(rows))
+        held = db.run(JOB_HOLDERS, **holder_params(rows))
         if held:
             first = min(held, key=lambda h: h["ord"])
             raise JobDuplicate(job, rows[first["ord"] - 1].idempotency_key, first["id"])
-    db.run(QUERIES["outbox_stage"], now=None, **array_params(rows))
+    db.run(OUTBOX_STAGE, now=None, **array_params(rows))
     return [Enqueued(row.id, row.run_id, deduped=False) for row in rows]

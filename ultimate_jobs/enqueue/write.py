@@ -24,7 +24,7 @@ from ultimate_jobs.exceptions import (
     JobDuplicate,
 )
 from ultimate_jobs.signals import job_enqueued
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
 
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle
@@ -45,8 +45,7 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     for _ in range(_RACE_RETRIES):
         batch = [rows[i] for i in pending]
         inserted = {
-            r["id"]
-            for r in db.run(QUERIES["job_enqueue"], now=now, **array_params(batch))
+            r["id"] for r in db.run(JOB_ENQUEUE, now=now, **array_params(batch))
         }
         deduped = []
         for index in pending:
@@ -57,9 +56,7 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
                 deduped.append(index)
         if not deduped:
             return [a for a in answers if a is not None]
-        held = db.run(
-            QUERIES["job_holders"], **holder_params([rows[i] for i in deduped])
-        )
+        held = db.run(JOB_HOLDERS, **holder_params([rows[i] for i in deduped]))
         found = {deduped[h["ord"] - 1]: h for h in held}
         pending = []
         for index in deduped:

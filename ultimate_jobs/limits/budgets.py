@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ultimate_jobs.db import Row
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Budget:
         tokens, at = self._tokens[tenant]
         return min(self.capacity, tokens + (now - at) * rate)
 
-    def free(self, slots: int, held: Sequence[Row]) -> int:
+    def free(self, slots: int, held: Sequence[ClaimedJob]) -> int:
         """How many more runs this process may hold: threads, then ``total``."""
         free = slots - len(held)
         if self.limits.total is not None:
@@ -186,7 +186,7 @@ class Budget:
         return free
 
     def claim_parameters(
-        self, queues: Sequence[str], held: Sequence[Row]
+        self, queues: Sequence[str], held: Sequence[ClaimedJob]
     ) -> dict[str, Any]:
         """The claim's ``queue_rooms``, ``tenant_ids``, ``tenant_rooms``, ``tenant_room``."""
         limits, now = self.limits, self.clock()
@@ -215,7 +215,7 @@ class Budget:
             "tenant_room": None if default == math.inf else math.floor(default),
         }
 
-    def started(self, rows: Iterable[Row]) -> None:
+    def started(self, rows: Iterable[ClaimedJob]) -> None:
         """Spend one rate token per claimed run of a tenant."""
         if self.limits.rate_per_tenant is None:
             return

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ultimate_jobs.db import Row
 from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import Budget
+from ultimate_jobs.sql.rows import ClaimedJob
 
 
 def fleet_caps(jobs: Registry) -> dict[str, list[Any]]:
@@ -36,7 +36,7 @@ def claim_parameters(
     budget: Budget | None = None,
     *,
     queues: Sequence[str] = (),
-    held: Sequence[Row] = (),
+    held: Sequence[ClaimedJob] = (),
 ) -> dict[str, Any]:
     """Every limit parameter of ``job_claim``: the fleet caps and the budgets' room."""
     rooms = (budget or Budget()).claim_parameters(queues, held)

@@ -56,9 +56,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from ultimate_jobs.db import Database, Row
+from ultimate_jobs.db import Database
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class LeaseStore:
         return len(self.db.run(QUERIES["lease_purge"], batch=batch, now=now))
 
 
-def release_slots(db: Database, row: Row) -> None:
+def release_slots(db: Database, row: ClaimedJob) -> None:
     """After a capped run's outcome is written: free its slot and wake its queue.
 
     Best effort: a failure is logged and the slot frees anyway (the settled run's

@@ -30,10 +30,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db import Database, DjangoDatabase, Row
+from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.observability.stats import queue_health
+from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def _outcome_series(queue: str, job: str, outcome: str) -> tuple[Any, Any]:
 
 
 def attempt_finished(
-    job: Row, outcome: str, duration: float, *, jobs: Registry = registry
+    job: ClaimedJob, outcome: str, duration: float, *, jobs: Registry = registry
 ) -> None:
     """Count one attempt's outcome and observe its duration."""
     count, durations = _outcome_series(
@@ -137,7 +138,7 @@ def attempt_finished(
     durations.observe(max(duration, 0.0))
 
 
-def job_buried(job: Row, *, jobs: Registry = registry) -> None:
+def job_buried(job: ClaimedJob, *, jobs: Registry = registry) -> None:
     """Count a job the claim itself buried (W5: lease lapsed on the final attempt):
     dead-lettered, or dropped for a job declared ``dead_letter=False``."""
     outcome = "dead-lettered" if job["state"] == "dead" else "dropped"

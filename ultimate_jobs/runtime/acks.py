@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.db import Database, Row
+from ultimate_jobs.db import Database
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ MAX_BATCH = 500
 class Pending:
     """One completed job waiting to be written."""
 
-    job: Row
+    job: Fence
     progress: str | None
     then: Callable[[bool], object] | None  # told whether the fenced write landed
 
@@ -77,7 +77,7 @@ class Acks:
 
     def add(
         self,
-        job: Row,
+        job: Fence,
         progress: str | None = None,
         then: Callable[[bool], object] | None = None,
     ) -> bool:
@@ -126,7 +126,7 @@ class Acks:
         while True:
             try:
                 rows = self.db.run(
-                    QUERIES["job_complete"],
+                    JOB_COMPLETE,
                     ids=[p.job["id"] for p in batch],
                     lease_owners=[p.job["lease_owner"] for p in batch],
                     progresses=[p.progress for p in batch],

@@ -12,7 +12,7 @@ import enum
 import logging
 from typing import Any
 
-from ultimate_jobs.db import Database, Row
+from ultimate_jobs.db import Database
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.registry import Registry
@@ -24,6 +24,7 @@ from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +40,11 @@ class Admission(enum.StrEnum):
     FAILED = "failed"  # its key could not be computed: the ordinary failure path
 
 
-def admit(db: Database, jobs: Registry, row: Row, *, now: Any = None) -> Admission:
+def admit(
+    db: Database, jobs: Registry, row: ClaimedJob, *, now: Any = None
+) -> Admission:
     """Triage one claimed row (the claim's ``refused`` flag is popped)."""
-    if row.pop("refused", False):
+    if row["refused"]:
         _announce_refused(jobs, row)
         return Admission.REFUSED
     if row.get("lease_key") is not None or row["name"] not in jobs:
@@ -52,7 +55,7 @@ def admit(db: Database, jobs: Registry, row: Row, *, now: Any = None) -> Admissi
     return _store_key(db, handle, row, now)
 
 
-def _fields(row: Row) -> dict[str, Any]:
+def _fields(row: ClaimedJob) -> dict[str, Any]:
     return {
         "job_id": str(row["id"]),
         "job_name": row["name"],
@@ -63,7 +66,7 @@ def _fields(row: Row) -> dict[str, Any]:
     }
 
 
-def _decoded(handle: JobHandle, row: Row) -> dict[str, Any] | None:
+def _decoded(handle: JobHandle, row: ClaimedJob) -> dict[str, Any] | None:
     definition = handle.definition
     try:
         return payload.decode(definition.name, definition.signature, row["input"])
@@ -71,7 +74,7 @@ def _decoded(handle: JobHandle, row: Row) -> dict[str, Any] | None:
         return None
 
 
-def _announce_refused(jobs: Registry, row: Row) -> None:
+def _announce_refused(jobs: Registry, row: ClaimedJob) -> None:
     error = JobKeyBusy(
         f"{row['name']}: every slot of {row['lease_key']} is held by another run",
         lease_key=row["lease_key"],
@@ -90,7 +93,7 @@ def _announce_refused(jobs: Registry, row: Row) -> None:
         announce(handle, row, _decoded(handle, row), Outcome.REFUSED, error=error)
 
 
-def _store_key(db: Database, handle: JobHandle, row: Row, now: Any) -> Admission:
+def _store_key(db: Database, handle: JobHandle, row: ClaimedJob, now: Any) -> Admission:
     """A keyed run whose row has no key: store it and hand the row back (once)."""
     definition = handle.definition
     kwargs = _decoded(handle, row)
@@ -120,7 +123,7 @@ def _store_key(db: Database, handle: JobHandle, row: Row, now: Any) -> Admission
 def _fail(
     db: Database,
     handle: JobHandle,
-    row: Row,
+    row: ClaimedJob,
     kwargs: dict[str, Any],
     exc: JobsError,
     now: Any,

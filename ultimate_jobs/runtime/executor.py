@@ -25,7 +25,7 @@ from django.db import close_old_connections
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import correlation_scope, tenant_scope
-from ultimate_jobs.db import DjangoDatabase, Row
+from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.registry import Registry, registry
@@ -58,6 +58,7 @@ from ultimate_jobs.runtime.outcomes import (
 )
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
 from ultimate_jobs.signals import job_settled, job_started
+from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
     from ultimate_jobs.runtime.acks import Acks
@@ -103,7 +104,7 @@ class Executor:
 
     def execute(
         self,
-        job: Row,
+        job: ClaimedJob,
         token: CancelToken | None = None,
         *,
         before_settle: Callable[[], None] | None = None,
@@ -320,7 +321,7 @@ class Executor:
 
     def _completed(
         self,
-        job: Row,
+        job: ClaimedJob,
         handle: JobHandle,
         kwargs: dict[str, Any],
         result: Any,
@@ -359,7 +360,7 @@ class Executor:
 
     def _failed(
         self,
-        job: Row,
+        job: ClaimedJob,
         handle: JobHandle | None,
         kwargs: dict[str, Any] | None,
         exc: Exception,
@@ -426,7 +427,7 @@ class Executor:
 
     def _report(
         self,
-        job: Row,
+        job: ClaimedJob,
         outcome: Outcome,
         landed: bool,  # noqa: FBT001 - internal helper, always called with a computed value
         started: float,
@@ -467,7 +468,7 @@ class Executor:
     def _announce(
         self,
         handle: JobHandle,
-        job: Row,
+        job: ClaimedJob,
         kwargs: dict[str, Any] | None,
         outcome: Outcome,
         *,
@@ -482,7 +483,7 @@ class Executor:
 class _Ending:
     """How one body ended: returned a result, raised, or suspended."""
 
-    job: Row
+    job: ClaimedJob
     handle: JobHandle
     kwargs: dict[str, Any]
     journal: Journal
@@ -497,7 +498,7 @@ class _Ending:
         return self.error is None and self.suspension is None
 
 
-def _heard(handle: JobHandle, job: Row) -> bool:
+def _heard(handle: JobHandle, job: ClaimedJob) -> bool:
     """Whether somebody must hear of this ending right after the row settles: an
     on_settled hook, job_settled receivers, or a concurrency slot to free."""
     return (

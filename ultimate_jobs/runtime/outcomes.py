@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs.context import tenant_scope
-from ultimate_jobs.db import Row
 from ultimate_jobs.runtime.settle import error_code
 from ultimate_jobs.signals import job_settled
+from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle
@@ -79,7 +79,7 @@ class Attempt:
 
 def announce(
     handle: JobHandle,
-    job: Row,
+    job: ClaimedJob,
     kwargs: dict[str, Any] | None,
     outcome: Outcome,
     *,
@@ -123,7 +123,7 @@ def announce(
         job_settled.send(sender=handle, settled=settled)
 
 
-def job_fields(job: Row) -> dict[str, Any]:
+def job_fields(job: ClaimedJob) -> dict[str, Any]:
     """The log fields that name one claimed job."""
     return {
         "job_id": str(job["id"]),

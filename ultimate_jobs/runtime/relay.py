@@ -59,7 +59,13 @@ from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import (
+    OUTBOX_CLAIM,
+    OUTBOX_MARK_PUBLISHED,
+    OUTBOX_RELEASE,
+    OutboxId,
+    StagedJob,
+)
 
 logger = logging.getLogger(__name__)
 # Every staged row is announced on commit and none is due later, so a relay with a
@@ -262,20 +268,20 @@ class Relay:
         )
         return RelayPass(claimed=len(rows), published=published, inserted=inserted)
 
-    def claim(self, db: Database, token: str) -> list[Row]:
+    def claim(self, db: Database, token: str) -> list[StagedJob]:
         """Take the next batch under the pass's token; rows in publish order."""
         return db.run(
-            QUERIES["outbox_claim"],
+            OUTBOX_CLAIM,
             limit=self.batch_size,
             lease_seconds=self.settings.LEASE,
             claimed_by=token,
             now=self.now(),
         )
 
-    def mark_published(self, db: Database, rows: list[Row], token: str) -> int:
+    def mark_published(self, db: Database, rows: list[StagedJob], token: str) -> int:
         """Stamp published_at on the rows this pass still owns; answer how many."""
         marked = db.run(
-            QUERIES["outbox_mark_published"],
+            OUTBOX_MARK_PUBLISHED,
             ids=[row["id"] for row in rows],
             claimed_by=token,
             now=self.now(),
@@ -284,11 +290,11 @@ class Relay:
             self._unowned("mark", rows, marked)
         return len(marked)
 
-    def release(self, db: Database, rows: list[Row], token: str) -> int:
+    def release(self, db: Database, rows: list[StagedJob], token: str) -> int:
         """Hand the rows this pass still owns back at once; answer how many."""
         try:
             released = db.run(
-                QUERIES["outbox_release"],
+                OUTBOX_RELEASE,
                 ids=[row["id"] for row in rows],
                 claimed_by=token,
             )
@@ -302,7 +308,9 @@ class Relay:
             self._unowned("release", rows, released)
         return len(released)
 
-    def _unowned(self, write: str, rows: list[Row], landed: list[Row]) -> None:
+    def _unowned(
+        self, write: str, rows: list[StagedJob], landed: list[OutboxId]
+    ) -> None:
         # The lease lapsed and another relay took these rows: this write was a no-op.
         kept = {r["id"] for r in landed}
         logger.warning(

@@ -12,14 +12,23 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.durable.reschedule import Reschedule
 from ultimate_jobs.exceptions import JobsError, QueryError, RunSuspended
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql import QUERIES, Query
+from ultimate_jobs.sql.rows import (
+    JOB_BURY,
+    JOB_COMPLETE,
+    JOB_RELEASE,
+    JOB_RETRY,
+    Fence,
+)
 
 logger = logging.getLogger("ultimate_jobs.runtime.executor")
+R = TypeVar("R")
 
 MAX_ERROR_CHARS = 4096
 
@@ -69,18 +78,19 @@ class Settler:
         if self.before_write is not None:
             self.before_write()
 
-    def write(self, query: str, **params: Any) -> list[Row]:
+    def write(self, query: Query[R], **params: Any) -> list[R]:
         self.before()
         deadline = time.monotonic() + self.retry_for
         pause = 0.1
         while True:
             try:
-                return self.db.run(QUERIES[query], now=self.now(), **params)
+                return self.db.run(query, now=self.now(), **params)
             except QueryError as exc:
                 if time.monotonic() + pause > deadline:
                     raise
                 logger.warning(
-                    "jobs.settle.retrying", extra={"query": query, "error": str(exc)}
+                    "jobs.settle.retrying",
+                    extra={"query": query.name, "error": str(exc)},
                 )
                 if self.stop is not None and self.stop.wait(pause):
                     raise
@@ -88,9 +98,9 @@ class Settler:
                     time.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
-    def complete(self, job: Row, progress: str | None = None) -> bool:
+    def complete(self, job: Fence, progress: str | None = None) -> bool:
         rows = self.write(
-            "job_complete",
+            JOB_COMPLETE,
             ids=[job["id"]],
             lease_owners=[job["lease_owner"]],
             progresses=[progress],
@@ -99,13 +109,13 @@ class Settler:
 
     def retry(
         self,
-        job: Row,
+        job: Fence,
         delay: float,
         error: BaseException,
         progress: str | None = None,
-    ) -> Any:
+    ) -> datetime | None:
         rows = self.write(
-            "job_retry",
+            JOB_RETRY,
             id=job["id"],
             lease_owner=job["lease_owner"],
             delay=delay,
@@ -117,7 +127,7 @@ class Settler:
 
     def bury(
         self,
-        job: Row,
+        job: Fence,
         *,
         state: str,
         error: BaseException | None,
@@ -128,7 +138,7 @@ class Settler:
         progress: str | None = None,
     ) -> bool:
         rows = self.write(
-            "job_bury",
+            JOB_BURY,
             id=job["id"],
             lease_owner=job["lease_owner"],
             state=state,
@@ -144,18 +154,18 @@ class Settler:
         )
         return bool(rows)
 
-    def release(self, job: Row, *, uncount: bool) -> bool:
+    def release(self, job: Fence, *, uncount: bool) -> bool:
         rows = self.write(
-            "job_release", id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
+            JOB_RELEASE, id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
         )
         return bool(rows)
 
     def suspend(
-        self, job: Row, suspension: RunSuspended, progress: str | None = None
+        self, job: Fence, suspension: RunSuspended, progress: str | None = None
     ) -> Row | None:
         """Park the job until its wake time, attempt not spent (S3, S4)."""
         rows = self.write(
-            "job_suspend",
+            QUERIES["job_suspend"],
             id=job["id"],
             lease_owner=job["lease_owner"],
             step=suspension.step if suspension.waiting else None,
@@ -166,11 +176,11 @@ class Settler:
         return rows[0] if rows else None
 
     def reschedule(
-        self, job: Row, stage: Reschedule, progress: str | None = None
+        self, job: Fence, stage: Reschedule, progress: str | None = None
     ) -> Row | None:
         """Queue the job's next stage with a fresh attempt budget (S5)."""
         rows = self.write(
-            "job_reschedule",
+            QUERIES["job_reschedule"],
             id=job["id"],
             lease_owner=job["lease_owner"],
             input=stage.input,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.db import DirectDatabase, Row
+from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.exceptions import QueryError
@@ -53,6 +53,7 @@ from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ GATHER = 0.002
 class Held:
     """A job this worker claimed and has not settled yet."""
 
-    row: Row
+    row: ClaimedJob
     token: CancelToken = field(default_factory=CancelToken)
     # When the last renewal landed (monotonic clock).
     renewed_at: float = field(default_factory=time.monotonic)
@@ -246,7 +247,7 @@ class Worker:
             free = min(free, self._claims_left)
         return free
 
-    def _held_rows(self) -> list[Row]:
+    def _held_rows(self) -> list[ClaimedJob]:
         return [entry.row for entry in self._held.values()]
 
     def _claim(self, db: DirectDatabase, limit: int) -> int:
@@ -254,7 +255,7 @@ class Worker:
             held = self._held_rows()
         started = time.monotonic()
         rows = db.run(
-            QUERIES["job_claim"],
+            JOB_CLAIM,
             queues=self.queues,
             limit=limit,
             worker_id=self.worker_id,
@@ -266,7 +267,7 @@ class Worker:
         metrics.claim_finished(time.monotonic() - started)
         claimed = 0
         for row in rows:
-            if row.pop("buried"):
+            if row["buried"]:
                 self._announce_exhausted(row)
                 continue
             admission = admit(db, self.jobs, row)
@@ -285,7 +286,7 @@ class Worker:
             self._claims_left -= claimed
         return claimed
 
-    def _announce_exhausted(self, row: Row) -> None:
+    def _announce_exhausted(self, row: ClaimedJob) -> None:
         """W5: a lapsed lease on the final attempt was buried by the claim itself."""
         logger.error(
             "jobs.claim.exhausted",
@@ -378,7 +379,7 @@ class Worker:
         if held:
             try:
                 rows = db.run(
-                    QUERIES["job_heartbeat"],
+                    JOB_HEARTBEAT,
                     ids=[e.row["id"] for e in held],
                     lease_owners=[e.row["lease_owner"] for e in held],
                     lease_seconds=self.settings.LEASE,
@@ -394,7 +395,7 @@ class Worker:
                 self._apply_heartbeat(held, rows)
         self._register(db)
 
-    def _apply_heartbeat(self, held: list[Held], rows: list[Row]) -> None:
+    def _apply_heartbeat(self, held: list[Held], rows: list[Heartbeat]) -> None:
         now = time.monotonic()
         by_id = {e.row["id"]: e for e in held}
         for row in rows:

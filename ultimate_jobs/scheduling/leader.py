@@ -30,7 +30,7 @@ from datetime import datetime
 
 from ultimate_jobs.db import Database
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Leadership:
         sent = local
         try:
             [row] = self.db.run(
-                QUERIES["leader_acquire"],
+                LEADER_ACQUIRE,
                 role=self.role,
                 holder=self.holder,
                 ttl=self.ttl,
@@ -134,7 +134,7 @@ class Leadership:
         try:
             released = bool(
                 self.db.run(
-                    QUERIES["leader_release"],
+                    LEADER_RELEASE,
                     role=self.role,
                     holder=self.holder,
                     now=now,

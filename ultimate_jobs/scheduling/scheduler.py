@@ -49,7 +49,12 @@ from ultimate_jobs.scheduling.tasks import (
     check_entries,
     task_registry,
 )
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import (
+    SCHEDULE_LIST,
+    SCHEDULER_FIRE,
+    SCHEDULER_SYNC,
+    StoredSchedule,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +136,7 @@ class Scheduler:
         self._leadership: Leadership | None = None
         self._entries: dict[str, Entry] = {}
         self._loaded = False  # the watermarks in memory are the database's
-        self._schedules: list[dict[str, Any]] | None = None
+        self._schedules: list[StoredSchedule] | None = None
         self._schedules_revision: str | None = None
         self._earliest: datetime | None = None  # nothing is due before this
         self._rolled_up_at = datetime.now(UTC)  # P5: the last counter rollup
@@ -297,11 +302,11 @@ class Scheduler:
         each, for any number of tasks."""
         if self._schedules is None:
             self._schedules_revision = self.leadership.schedules_revision
-            self._schedules = self.db.run(QUERIES["schedule_list"])
+            self._schedules = self.db.run(SCHEDULE_LIST)
         entries = [self._task_entry(handle) for handle in self.tasks]
         entries += [e for row in self._schedules if (e := self._schedule_entry(row))]
         rows = self.db.run(
-            QUERIES["scheduler_sync"],
+            SCHEDULER_SYNC,
             keys=[e.key for e in entries],
             kinds=[e.kind for e in entries],
             names=[e.name for e in entries],
@@ -335,7 +340,7 @@ class Scheduler:
             entries=handle.entries,
         )
 
-    def _schedule_entry(self, row: dict[str, Any]) -> Entry | None:
+    def _schedule_entry(self, row: StoredSchedule) -> Entry | None:
         try:
             schedule = CronSchedule(row["cron"], row["tz"])
             job = self.jobs.get(row["job"])
@@ -442,7 +447,7 @@ class Scheduler:
             )
             return None
         [answer] = self.db.run(
-            QUERIES["scheduler_fire"],
+            SCHEDULER_FIRE,
             role=SCHEDULER_ROLE,
             holder=self.holder,
             key=entry.key,

@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 Returns = Literal["one", "many", "exec"]
+RowT = TypeVar("RowT")
 _HEADER = re.compile(
     r"^-- (?:name: (\w+) :(one|many|exec)|fragment: (\w+))\n((?:--.*\n)*)", re.MULTILINE
 )
@@ -31,7 +32,10 @@ _INCLUDE = re.compile(r"\{\{(\w+)\}\}")
 
 
 @dataclass(frozen=True, slots=True)
-class Query:
+class Query(Generic[RowT]):
+    """One named statement; ``RowT`` is the type of the rows it answers (sql/rows.py
+    declares it for the statements of the hot path; the others answer dicts)."""
+
     name: str
     returns: Returns
     doc: str
@@ -101,7 +105,7 @@ def expand(name: str, text: str, fragments: dict[str, str]) -> str:
 
 def build(
     source: str, statement: tuple[str, str, str, str], fragments: dict[str, str]
-) -> Query:
+) -> Query[Any]:
     name, returns, doc, text = statement
     text = expand(name, text, fragments)
     native, order = to_native(text)
@@ -117,13 +121,13 @@ def build(
     )
 
 
-def parse(source: str, content: str) -> list[Query]:
+def parse(source: str, content: str) -> list[Query[Any]]:
     """Split one .sql file into its named statements, fragments in place."""
     statements, fragments = split(content)
     return [build(source, statement, fragments) for statement in statements]
 
 
-def load() -> dict[str, Query]:
+def load() -> dict[str, Query[Any]]:
     """Parse every .sql file shipped here; a name may be defined only once.
 
     Fragments are shared across files (a statement of scheduler.sql includes the job
@@ -142,7 +146,7 @@ def load() -> dict[str, Query]:
                 raise ValueError(f"fragment {sorted(twice)[0]!r} defined twice")
             fragments.update(found)
             parts.extend((entry.name, statement) for statement in statements)
-    queries: dict[str, Query] = {}
+    queries: dict[str, Query[Any]] = {}
     for source, statement in parts:
         query = build(source, statement, fragments)
         if query.name in queries:

@@ -36,7 +36,7 @@ from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.scheduling.scheduler import Scheduler
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_CLAIM, ClaimedJob
 
 
 class Clock:
@@ -143,10 +143,10 @@ class JobsTestRunner:
                 return published
             published += done.published
 
-    def _claim(self, queues: list[str]) -> dict[str, Any] | None:
+    def _claim(self, queues: list[str]) -> ClaimedJob | None:
         while True:
             rows = self.db.run(
-                QUERIES["job_claim"],
+                JOB_CLAIM,
                 queues=queues,
                 limit=1,
                 worker_id="testing",
@@ -158,7 +158,7 @@ class JobsTestRunner:
             if not rows:
                 return None
             row = rows[0]
-            if not row.pop("buried"):
+            if not row["buried"]:
                 if (
                     admit(self.db, self.jobs, row, now=self.clock.now())
                     is Admission.RUN
