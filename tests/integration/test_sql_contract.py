@@ -87,6 +87,24 @@ def test_jobs_sql_lists_shows_renders_and_explains():
 def test_migrations_are_in_step_with_the_models():
     out = io.StringIO()
     call_command("makemigrations", "ultimate_jobs", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
+
+
+def test_migrations_apply_in_file_order():
+    """Each migration depends on the one numbered before it, so the order Django
+    applies them in is the order of the files (no gap, no branch)."""
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    names = sorted(
+        name for app, name in loader.disk_migrations if app == "ultimate_jobs"
+    )
+    assert names[0] == "0001_initial"
+    for number, name in enumerate(names, start=1):
+        assert name.startswith(f"{number:04d}_"), names
+        migration = loader.disk_migrations[("ultimate_jobs", name)]
+        own = [dep for dep in migration.dependencies if dep[0] == "ultimate_jobs"]
+        assert own == ([("ultimate_jobs", names[number - 2])] if number > 1 else [])
 
 
 @pytest.mark.django_db
