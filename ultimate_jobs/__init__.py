@@ -17,7 +17,7 @@ from ultimate_jobs.backfills.runs import (
     pending_backfills,
 )
 from ultimate_jobs.backfills.sweep import Backfill, backfill, registered_backfills
-from ultimate_jobs.context import (
+from ultimate_jobs.declaration.context import (
     correlation_scope,
     current_correlation_id,
     current_tenant,

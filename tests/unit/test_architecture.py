@@ -21,7 +21,7 @@ ROOT = "ultimate_jobs"
 
 # Bottom to top; a name is the module or package right under ultimate_jobs.
 LAYERS: list[set[str]] = [
-    {"exceptions", "signals", "context", "ids", "keyset"},  # the ground
+    {"exceptions", "signals", "keyset"},  # the ground
     {"declaration"},  # what a job is: no database, no settings
     {"conf"},
     {"sql", "db", "models", "migrations"},  # storage: the one door

@@ -15,6 +15,7 @@ from django.db import transaction
 from ultimate_jobs.api.reads import find_job, parse_job_id
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import (
     InvalidArgument,
@@ -25,7 +26,6 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
-from ultimate_jobs.ids import uuid7
 from ultimate_jobs.models import FINISHED_STATES, Job, QueuePause
 from ultimate_jobs.sql import QUERIES
 

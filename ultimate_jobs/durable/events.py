@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.context import current_tenant
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.context import current_tenant
 from ultimate_jobs.declaration.definition import NoTenant
 from ultimate_jobs.declaration.durations import Duration, parse_duration
 from ultimate_jobs.durable.steps import check_name

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ultimate_jobs.context import current_correlation_id
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.context import current_correlation_id
 from ultimate_jobs.declaration.definition import (
     MAX_CONCURRENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
@@ -23,13 +23,13 @@ from ultimate_jobs.declaration.definition import (
     JobDefinition,
     NoTenant,
 )
+from ultimate_jobs.declaration.ids import uuid7s
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobDeclarationInvalid,
     JobsError,
     JobTenantRequired,
 )
-from ultimate_jobs.ids import uuid7s
 from ultimate_jobs.limits.slots import keyed_lease_key
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import django.db.models.functions.comparison
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
-import ultimate_jobs.ids
+import ultimate_jobs.declaration.ids
 
 
 class Migration(migrations.Migration):
@@ -286,7 +286,7 @@ class Migration(migrations.Migration):
                 (
                     "id",
                     models.UUIDField(
-                        default=ultimate_jobs.ids.uuid7,
+                        default=ultimate_jobs.declaration.ids.uuid7,
                         editable=False,
                         primary_key=True,
                         serialize=False,
@@ -294,7 +294,9 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "run_id",
-                    models.UUIDField(default=ultimate_jobs.ids.uuid7, editable=False),
+                    models.UUIDField(
+                        default=ultimate_jobs.declaration.ids.uuid7, editable=False
+                    ),
                 ),
                 ("name", models.CharField(max_length=200)),
                 ("queue", models.CharField(default="default", max_length=63)),
@@ -488,7 +490,7 @@ class Migration(migrations.Migration):
                 (
                     "id",
                     models.UUIDField(
-                        default=ultimate_jobs.ids.uuid7,
+                        default=ultimate_jobs.declaration.ids.uuid7,
                         editable=False,
                         primary_key=True,
                         serialize=False,
@@ -496,7 +498,9 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "run_id",
-                    models.UUIDField(default=ultimate_jobs.ids.uuid7, editable=False),
+                    models.UUIDField(
+                        default=ultimate_jobs.declaration.ids.uuid7, editable=False
+                    ),
                 ),
                 ("name", models.CharField(max_length=200)),
                 ("queue", models.CharField(default="default", max_length=63)),

@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.context import current_correlation_id
+from ultimate_jobs.declaration.context import current_correlation_id
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",

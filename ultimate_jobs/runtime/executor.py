@@ -24,9 +24,9 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.context import correlation_scope, tenant_scope
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.context import correlation_scope, tenant_scope
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import classify
