@@ -11,6 +11,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import pause_task, resume_task, task, task_registry, trigger
@@ -435,3 +436,72 @@ def test_a_clean_stop_hands_the_lease_back_and_a_standby_takes_it_at_once(declar
     lease = LeaderLease.objects.get()
     assert (lease.holder, lease.term) == ("b", 2)
     assert leader.leadership.release(T0 + timedelta(seconds=4)) is False
+
+
+# -- C9: occurrences are decided on the database's clock, not the host's ----------------
+
+
+def database_now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")  # the test's transaction: one instant throughout
+        return cursor.fetchone()[0]
+
+
+def skewed(minutes_ahead=35, holder="a"):
+    """A scheduler on the database's clock whose host clock runs ``minutes_ahead``."""
+    return Scheduler(
+        db=DjangoDatabase("default"),
+        holder=holder,
+        settings=load_settings({}),
+        wall=lambda: datetime.now(UTC) + timedelta(minutes=minutes_ahead),
+    )
+
+
+def rewind_watermark(name, by):
+    TaskWatermark.objects.filter(key=f"task:{name}").update(
+        last_occurrence=database_now() - by
+    )
+
+
+@pytest.mark.parametrize("catch_up", ["skip", "run-all"])
+def test_a_leader_whose_clock_runs_fast_neither_fires_early_nor_skips(
+    declare, catch_up
+):
+    """The 14:30-at-14:03 incident: a host clock 35 minutes fast must not fire a future
+    occurrence nor move the watermark past occurrences that have not come yet."""
+    declare("* * * * *", catch_up=catch_up, max_catch_up=60)
+    db_now = database_now()
+    assert skewed().run_once() == []  # takes the lease; the watermark starts at db now
+    assert TaskWatermark.objects.get().last_occurrence == db_now
+    rewind_watermark("t0", timedelta(minutes=5))  # five occurrences are due
+    fires = skewed().run_once()
+    assert fires, "the due occurrences fire"
+    assert max(f.occurrence for f in fires) <= db_now  # none early
+    mark = TaskWatermark.objects.get()
+    assert mark.last_occurrence <= db_now  # and none in the future is skipped
+    latest = db_now.replace(second=0, microsecond=0)
+    if catch_up == "run-all":
+        start = latest - timedelta(minutes=4)
+        assert fired("t0") == minutes(start.replace(tzinfo=None), 5)
+    else:
+        assert fired("t0") == [latest.strftime("%Y-%m-%dT%H:%MZ")]
+
+
+def test_the_fire_statement_refuses_a_watermark_past_the_database_clock(
+    declare, caplog
+):
+    """C9 in SQL: a leader whose clock reading went stale (the host clock jumped after
+    the lease renewal measured it) writes nothing early, then fires on time."""
+    declare("* * * * *")
+    s = skewed()
+    s.run_once()  # takes the lease: the offset is measured
+    rewind_watermark("t0", timedelta(minutes=2))
+    s._loaded = False  # read the rewound watermark at the next round
+    s.leadership.clock_offset = timedelta(0)  # believes its host clock is right
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.scheduling.scheduler"):
+        assert s.run_once() == []
+    assert "jobs.scheduler.clock-ahead" in caplog.messages
+    assert Job.objects.count() == 0
+    assert TaskWatermark.objects.get().last_occurrence < database_now()
+    [fire] = s.run_once()  # the answer corrected the offset
+    assert fire.occurrence <= database_now()

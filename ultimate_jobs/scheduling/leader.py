@@ -20,13 +20,16 @@ Design notes.
 
 Time: ``local`` is a monotonic reading in seconds (``time.monotonic()`` in a process,
 the driven clock's timestamp in tests); ``now`` is passed to the statements (None: the
-database's clock, the one clock every node shares).
+database's clock, the one clock every node shares). Each acquire also reads the
+database's clock and keeps ``clock_offset``, how far it is from this host's wall clock,
+so the scheduler decides occurrences on the database's time (C9).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from ultimate_jobs.db import Database
 from ultimate_jobs.exceptions import QueryError
@@ -49,8 +52,11 @@ class Leadership:
         holder: str,
         ttl: float,
         role: str = SCHEDULER_ROLE,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.db = db
+        self.wall = wall
+        self.clock_offset = timedelta(0)  # the database's clock minus this host's
         self.holder = holder
         self.ttl = ttl
         self.role = role
@@ -79,7 +85,7 @@ class Leadership:
 
     def acquire(self, local: float, now: datetime | None) -> bool:
         """Take or renew the lease; answers whether this process leads now."""
-        sent = local
+        sent, asked = local, self.wall()
         try:
             [row] = self.db.run(
                 LEADER_ACQUIRE,
@@ -95,6 +101,7 @@ class Leadership:
             )
             self._next_attempt = sent + min(RETRY_AFTER_FAILURE, self.renew_every)
             return self.is_leading(local)
+        self.observe_clock(row["db_now"], asked)
         was_leading = self.leading
         self.current_holder = row["holder"]
         if row["acquired"]:
@@ -118,6 +125,17 @@ class Leadership:
         expires_in = max(float(row["expires_in"] or 0.0), 0.0)
         self._next_attempt = sent + min(self.renew_every, expires_in + EXPIRY_SLACK)
         return False
+
+    def observe_clock(self, db_now: datetime, asked: datetime | None = None) -> None:
+        """Keep how far the database's clock is from this host's: ``db_now`` was read
+        by a statement sent at ``asked`` (the midpoint of the round trip is taken)."""
+        answered = self.wall()
+        sent = asked if asked is not None else answered
+        self.clock_offset = db_now - (sent + (answered - sent) / 2)
+
+    def database_now(self) -> datetime:
+        """The database's clock, as last observed, read on this host's."""
+        return self.wall() + self.clock_offset
 
     def lost(self) -> None:
         """The fire statement found the lease gone: stop, and ask again at once."""

@@ -121,6 +121,7 @@ class Scheduler:
         db: Database | None = None,
         clock: Callable[[], datetime] | None = None,
         holder: str | None = None,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.settings = settings or get_settings()
         self.lifecycle = lifecycle or Lifecycle()
@@ -128,6 +129,7 @@ class Scheduler:
         self.tasks = task_registry
         self.jobs = jobs
         self.clock = clock
+        self.wall = wall  # this host's clock: only ever read through the offset (C9)
         self.holder = holder or (
             f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
@@ -204,7 +206,10 @@ class Scheduler:
     def leadership(self) -> Leadership:
         if self._leadership is None:
             self._leadership = Leadership(
-                self.db, holder=self.holder, ttl=self.settings.SCHEDULER_LEASE
+                self.db,
+                holder=self.holder,
+                ttl=self.settings.SCHEDULER_LEASE,
+                wall=self.wall,
             )
         return self._leadership
 
@@ -219,7 +224,6 @@ class Scheduler:
         statements use it instead of the database's clock.
         """
         driven = now or (self.clock() if self.clock is not None else None)
-        current = driven or datetime.now(UTC)
         local = self._local(driven)
         self._read_flags()
         leadership = self.leadership
@@ -229,6 +233,9 @@ class Scheduler:
                 self._loaded = False  # another leader may have fired meanwhile
             if leadership.schedules_revision != self._schedules_revision:
                 self._schedules = None
+        # C9: the time of the round is the database's, read through the offset the
+        # lease statement measured; the host's own clock may be wrong.
+        current = driven or leadership.database_now()
         if not leadership.is_leading(local):
             if self._loaded:
                 logger.warning(
@@ -260,7 +267,9 @@ class Scheduler:
             self.leadership.seconds_to_next_attempt(local),
         )
         if self._earliest is not None and self.leadership.is_leading(local):
-            until_due = (self._earliest - datetime.now(UTC)).total_seconds()
+            until_due = (
+                self._earliest - self.leadership.database_now()
+            ).total_seconds()
             # Due already after a round (a run-all backlog, a paused task): next tick,
             # never a burst; due soon: wake for it rather than up to a tick late.
             if until_due > 0:
@@ -311,7 +320,6 @@ class Scheduler:
             kinds=[e.kind for e in entries],
             names=[e.name for e in entries],
             specs=[e.schedule.spec for e in entries],
-            start=current,
             now=driven,
         )
         marks = {row["key"]: row["last_occurrence"] for row in rows}
@@ -473,7 +481,17 @@ class Scheduler:
                 },
             )
             return Fire(entry.key, occurrence, watermark, list(answer["inserted_ids"]))
-        if status == "paused":
+        if status == "early":  # this host's clock ran ahead since the last reading
+            self.leadership.observe_clock(answer["db_now"])
+            logger.warning(
+                "jobs.scheduler.clock-ahead",
+                extra={
+                    "task": entry.key,
+                    "occurrence": occurrence.isoformat(),
+                    "db_now": answer["db_now"].isoformat(),
+                },
+            )
+        elif status == "paused":
             entry.retry_at = current + PAUSE_RECHECK
         elif status == "not-leader":
             self.leadership.lost()

@@ -158,7 +158,8 @@ class LeaderTerm(TypedDict):
     term: int
     acquired: bool
     expires_in: float
-    schedules_revision: str
+    schedules_revision: str | None
+    db_now: datetime  # the database's clock (C9)
 
 
 class LeaderReleased(TypedDict):
@@ -178,10 +179,11 @@ class Watermark(TypedDict):
 class Fired(TypedDict):
     """The row ``scheduler_fire`` answers: what the one firing statement did (C4)."""
 
-    status: str  # fired | paused | not-leader | missing | moved
+    status: str  # fired | early | paused | not-leader | missing | moved
     current: datetime | None
     inserted_ids: list[uuid.UUID]
     announced: int
+    db_now: datetime  # the database's clock (C9)
 
 
 class StoredSchedule(TypedDict):

@@ -14,7 +14,8 @@
 -- for how many more seconds, so a standby asks again the moment it runs out. A
 -- holder also gets the revision of the runtime schedules (a digest of their keys and
 -- update times), so a leader notices an edit whose notification was lost, with no
--- statement of its own.
+-- statement of its own. `db_now` is the database's clock: the scheduler decides
+-- occurrences on it, never on its host's (C9).
 WITH taken AS (
     INSERT INTO ultimate_jobs_leader_lease AS lease (
         role, holder, term, acquired_at, renewed_at, expires_at
@@ -53,7 +54,8 @@ SELECT coalesce(taken.holder, current.holder) AS holder,
                       ''
                   ))
              FROM ultimate_jobs_schedule AS s
-       ) END AS schedules_revision
+       ) END AS schedules_revision,
+       coalesce(%(now)s::timestamptz, now()) AS db_now
   FROM (SELECT 1) AS one
   LEFT JOIN taken ON true
   LEFT JOIN ultimate_jobs_leader_lease AS current ON current.role = %(role)s::text;
@@ -72,10 +74,11 @@ RETURNING lease.role, pg_notify('ultimate_jobs_scheduler', 'lease') IS NULL AS a
 -- name: scheduler_sync :many
 -- Give every task and schedule the leader knows a watermark row, and answer them all:
 -- one statement for any number of tasks, run when a scheduler starts to lead (C8:
--- then the watermarks are held in memory). A new row starts at `start`: nothing
--- before a scheduler first saw the task counts as missed. A row whose spec (cron and
--- time zone) changed restarts at `start` as well (never earlier than it was): the
--- occurrences of a cron that was not in force are not caught up. Pauses are kept.
+-- then the watermarks are held in memory). A new row starts now (the database's
+-- clock, C9): nothing before a scheduler first saw the task counts as missed. A row
+-- whose spec (cron and time zone) changed restarts now as well (never earlier than it
+-- was): the occurrences of a cron that was not in force are not caught up. Pauses are
+-- kept.
 WITH wanted AS (
     SELECT w.key, w.kind, w.name, w.spec
       FROM unnest(
@@ -89,7 +92,8 @@ written AS (
     INSERT INTO ultimate_jobs_task_watermark AS mark (
         key, kind, name, spec, last_occurrence, fires, paused, paused_by, created_at
     )
-    SELECT wanted.key, wanted.kind, wanted.name, wanted.spec, %(start)s::timestamptz,
+    SELECT wanted.key, wanted.kind, wanted.name, wanted.spec,
+           coalesce(%(now)s::timestamptz, now()),
            0, false, '', coalesce(%(now)s::timestamptz, now())
       FROM wanted
         ON CONFLICT (key) DO UPDATE
@@ -115,8 +119,11 @@ SELECT wanted.key,
 -- (a demoted leader writes nothing, C3). Each job's idempotency key carries the
 -- occurrence; a key a live job already holds inserts nothing (J2). Each queue that
 -- got a row due within a second is announced once (N1). `status` answers what
--- happened: fired, paused, not-leader, missing (no watermark row) or moved (the
--- watermark is no longer `expected`; `current` is what it reads).
+-- happened: fired, early, paused, not-leader, missing (no watermark row) or moved (the
+-- watermark is no longer `expected`; `current` is what it reads). C9: the watermark
+-- may not pass the database's clock (`early`: the scheduler's host clock runs ahead;
+-- nothing is written, and `db_now` says what time it is), so no leader fires an
+-- occurrence early or moves the watermark past occurrences that have not come yet.
 WITH lease AS (
     SELECT lease.holder
       FROM ultimate_jobs_leader_lease AS lease
@@ -133,6 +140,7 @@ moved AS (
      WHERE mark.key = %(key)s::text
        AND mark.last_occurrence = %(expected)s::timestamptz
        AND NOT mark.paused
+       AND %(watermark)s::timestamptz <= coalesce(%(now)s::timestamptz, now())
        AND EXISTS (SELECT 1 FROM lease)
     RETURNING mark.key
 ),
@@ -156,6 +164,8 @@ woken AS (
 )
 SELECT CASE
            WHEN EXISTS (SELECT 1 FROM moved) THEN 'fired'
+           WHEN %(watermark)s::timestamptz > coalesce(%(now)s::timestamptz, now())
+               THEN 'early'
            WHEN NOT EXISTS (SELECT 1 FROM lease) THEN 'not-leader'
            WHEN mark.key IS NULL THEN 'missing'
            WHEN mark.paused THEN 'paused'
@@ -163,7 +173,8 @@ SELECT CASE
        END AS status,
        mark.last_occurrence AS current,
        (SELECT coalesce(array_agg(inserted.id), '{}') FROM inserted) AS inserted_ids,
-       (SELECT count(*) FROM woken) AS announced
+       (SELECT count(*) FROM woken) AS announced,
+       coalesce(%(now)s::timestamptz, now()) AS db_now
   FROM (SELECT 1) AS one
   LEFT JOIN ultimate_jobs_task_watermark AS mark ON mark.key = %(key)s::text;
 
