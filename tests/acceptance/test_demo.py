@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 import urllib.request
 import warnings
@@ -88,7 +89,10 @@ class Demo:
 
     def __init__(self, tmp_path: Path) -> None:
         self.port = free_port()
-        self.pgdata = tmp_path / "pgdata"
+        # Not under tmp_path: every pytest that starts (any suite on the machine) chmods
+        # /tmp/pytest-of-<user> back to 0700, and the server runs as another user when
+        # the tests run as root (as tests/acceptance/test_database_restart.py does).
+        self.pgdata = Path(tempfile.mkdtemp(prefix="uj-demo-")) / "pgdata"
         self.log_path = tmp_path / "demo.log"
         env = {
             key: value
@@ -167,7 +171,7 @@ class Demo:
                 user="pgserver" if os.geteuid() == 0 else None,
             )
         self._log.close()
-        shutil.rmtree(self.pgdata, ignore_errors=True)
+        shutil.rmtree(self.pgdata.parent, ignore_errors=True)
 
 
 @pytest.fixture
