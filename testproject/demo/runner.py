@@ -8,9 +8,10 @@ children and watches them:
   is restarted, and the demo says so loudly; one that exits 5 times in a minute stops
   the demo with exit status 1, as does a web server that exits (the admin IS the demo);
 - SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the demo: the worker drains (SIGTERM; a
-  second Ctrl-C cuts the drain), the web server gets SIGINT (runserver then exits 0 and
-  lets go of the embedded server), then this process lets go of it too, which stops it
-  when no other process holds it; exit status 0.
+  second Ctrl-C cuts the drain; past DRAIN_TIMEOUT and a margin, SIGKILL), the web
+  server gets SIGINT (runserver then exits 0 and lets go of the embedded server), then
+  this process lets go of it too, which stops it when no other process holds it; exit
+  status 0.
 
 The children run in their own process group, so a Ctrl-C in the terminal reaches this
 process only and the stop happens in that order. On Linux they get SIGTERM if this
@@ -36,12 +37,13 @@ from django.core.management import call_command
 from django.db import connections
 
 from testproject.embedded import REPO, holders, release_embedded
+from ultimate_jobs.conf import get_settings
 
 MANAGE = str(REPO / "manage.py")
 WORKER_EXITS_TO_GIVE_UP = 5  # worker exits within WORKER_EXIT_WINDOW that stop the demo
 WORKER_EXIT_WINDOW = 60.0
 READY_TIMEOUT = 60.0  # seconds the web server has to answer the admin's login page
-STOP_TIMEOUT = 40.0  # the worker's drain (DRAIN_TIMEOUT, 25 s) and some
+STOP_MARGIN = 15.0  # seconds on top of the worker's DRAIN_TIMEOUT for the rest to stop
 
 
 def _as_child() -> None:
@@ -234,12 +236,14 @@ class Demo:
 
     def stop(self, status: int) -> int:
         """Stop the children, then let go of the database; answer ``status``."""
-        self.say("stopping: the worker drains, the web server stops")
+        children = (self.worker, self.web)
+        if any(child.proc for child in children):
+            self.say("stopping: the worker drains, the web server stops")
         self.worker.signal(signal.SIGTERM)
         self.web.signal(signal.SIGINT)
         seen = self.signals
-        deadline = time.monotonic() + STOP_TIMEOUT
-        children = (self.worker, self.web)
+        timeout = get_settings().DRAIN_TIMEOUT + STOP_MARGIN
+        deadline = time.monotonic() + timeout
         while any(c.proc and c.exit_status() is None for c in children):
             if self.signals > seen:  # another Ctrl-C: cut the worker's drain short
                 seen = self.signals
@@ -250,7 +254,7 @@ class Demo:
                     if child.exit_status() is None and child.proc:
                         self.shout(
                             f"the {child.label} (pid {child.pid}) did not stop "
-                            f"within {STOP_TIMEOUT:.0f} s: killing it"
+                            f"within {timeout:.0f} s: killing it"
                         )
                         child.proc.kill()
                         child.proc.wait()
