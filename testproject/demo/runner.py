@@ -49,8 +49,9 @@ STOP_MARGIN = 15.0  # seconds on top of the worker's DRAIN_TIMEOUT for the rest 
 def _as_child() -> None:
     """Run in each child between fork and exec."""
     os.setpgid(0, 0)  # out of the terminal's group: Ctrl-C reaches the demo only
-    # A shell that started the demo in the background ignores SIGINT for it, and an
-    # ignored signal stays ignored across exec; runserver needs it to stop cleanly.
+    # runserver stops cleanly (exit handlers included) on SIGINT only, so it must not
+    # inherit an ignored SIGINT (a shell's background job has one): the demo's own
+    # handler is reset by exec anyway; this keeps it so if that handler ever changes.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if sys.platform == "linux":  # SIGTERM when the demo dies (PR_SET_PDEATHSIG)
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
