@@ -194,7 +194,7 @@ def without_app_purge() -> Iterator[None]:
     """Hide the app's own hourly purge task (ultimate_jobs/jobs.py) from the scheduler,
     for tests that count the watermarks and jobs of the tasks they declare."""
     from ultimate_jobs.jobs import purge_hourly
-    from ultimate_jobs.tasks import task_registry
+    from ultimate_jobs.scheduling.tasks import task_registry
 
     task_registry.unregister(purge_hourly.name)
     try:

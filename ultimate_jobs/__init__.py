@@ -8,28 +8,28 @@ See docs/ for the guide.
 
 from __future__ import annotations
 
+import importlib
 import typing
 
-from ultimate_jobs.backfill_runs import (
+from ultimate_jobs.backfills.runs import (
     BackfillState,
     backfill_states,
     pending_backfills,
 )
-from ultimate_jobs.backfills import Backfill, backfill, registered_backfills
-from ultimate_jobs.context import (
+from ultimate_jobs.backfills.sweep import Backfill, backfill, registered_backfills
+from ultimate_jobs.declaration.context import (
     correlation_scope,
     current_correlation_id,
     current_tenant,
 )
-from ultimate_jobs.declarations import (
-    NO_TENANT,
-    Concurrency,
-    JobDefinition,
-    Registry,
-    job,
-    registry,
-)
-from ultimate_jobs.events import Published, publish_event
+from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, JobDefinition
+from ultimate_jobs.declaration.registry import Registry, registry
+from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_schedule
+from ultimate_jobs.declaration.run import CancelToken, Run
+from ultimate_jobs.declaration.states import CatchUp, JobState, StepKind, StepStatus
+from ultimate_jobs.durable.events import Published, publish_event
+from ultimate_jobs.enqueue.handle import JobHandle, job
+from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.exceptions import (
     BackfillExcluded,
     BackfillInvalid,
@@ -84,11 +84,8 @@ from ultimate_jobs.exceptions import (
     WebhookSignatureInvalid,
 )
 from ultimate_jobs.exports import export_part_key, export_rows
-from ultimate_jobs.handle import Enqueued, JobHandle
-from ultimate_jobs.purge import PurgeTarget, purge
-from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
-from ultimate_jobs.run import CancelToken, Run
-from ultimate_jobs.schedules import (
+from ultimate_jobs.retention.purge import PurgeTarget, purge
+from ultimate_jobs.scheduling.schedules import (
     TaskFire,
     next_run,
     pause_task,
@@ -98,19 +95,23 @@ from ultimate_jobs.schedules import (
     trigger,
     unrecur,
 )
-from ultimate_jobs.tasks import TaskHandle, task, task_registry
-from ultimate_jobs.webhook_ledger import (
+from ultimate_jobs.scheduling.tasks import TaskHandle, task, task_registry
+from ultimate_jobs.webhooks.delivery import WebhookEndpoint, WebhookEvent, webhook
+from ultimate_jobs.webhooks.ledger import (
     DatabaseWebhookLedger,
     DeliveryAttempt,
     MemoryWebhookLedger,
     WebhookLedger,
 )
-from ultimate_jobs.webhook_signature import (
+from ultimate_jobs.webhooks.signature import (
     VerifiedWebhook,
     verify_signature,
     verify_webhook_signature,
 )
-from ultimate_jobs.webhooks import WebhookEndpoint, WebhookEvent, webhook
+
+if typing.TYPE_CHECKING:
+    from ultimate_jobs import api
+    from ultimate_jobs.api.verbs import pause_queue, paused_queues, resume_queue
 
 __all__ = [
     "NO_TENANT",
@@ -121,6 +122,7 @@ __all__ = [
     "BackfillStalled",
     "BackfillState",
     "CancelToken",
+    "CatchUp",
     "Concurrency",
     "ConfigurationError",
     "DatabaseWebhookLedger",
@@ -170,6 +172,8 @@ __all__ = [
     "Run",
     "RunSuspended",
     "StepDuplicate",
+    "StepKind",
+    "StepStatus",
     "TaskDeclarationInvalid",
     "TaskFire",
     "TaskHandle",
@@ -187,6 +191,7 @@ __all__ = [
     "WebhookLedger",
     "WebhookNotFound",
     "WebhookSignatureInvalid",
+    "api",
     "backfill",
     "backfill_states",
     "correlation_scope",
@@ -196,7 +201,9 @@ __all__ = [
     "export_rows",
     "job",
     "next_run",
+    "pause_queue",
     "pause_task",
+    "paused_queues",
     "pending_backfills",
     "publish_event",
     "purge",
@@ -204,6 +211,7 @@ __all__ = [
     "register_error_retry",
     "registered_backfills",
     "registry",
+    "resume_queue",
     "resume_task",
     "retry_schedule",
     "task",
@@ -217,10 +225,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> typing.Any:
-    # JobState lives with the models, which cannot be imported before Django's apps are.
-    if name == "JobState":
-        from ultimate_jobs.models import JobState
+# The operator API reads the models, which cannot be imported before Django's apps are
+# (this package is imported first, from INSTALLED_APPS): its names load on first use.
+_OPERATOR = {
+    "api": "ultimate_jobs.api",
+    "pause_queue": "ultimate_jobs.api.verbs",
+    "paused_queues": "ultimate_jobs.api.verbs",
+    "resume_queue": "ultimate_jobs.api.verbs",
+}
 
-        return JobState
+
+def __getattr__(name: str) -> typing.Any:
+    if name in _OPERATOR:
+        module = importlib.import_module(_OPERATOR[name])
+        return module if name == "api" else getattr(module, name)
     raise AttributeError(f"module 'ultimate_jobs' has no attribute {name!r}")

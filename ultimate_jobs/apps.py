@@ -13,9 +13,5 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ultimate_jobs import (
-            checks,  # noqa: F401 - registers the system checks
-            metrics,  # noqa: F401 - registers the queue gauges
-        )
 
         autodiscover_modules("jobs")

@@ -5,7 +5,7 @@
     TASKS = {"default": {"BACKEND": "ultimate_jobs.backend.JobsBackend"}}
 
 Django's own ``@task`` functions then run on ``manage.py jobs_worker``: each enqueue is
-one job of the bridge job ``ultimate_jobs.django_task`` (``ultimate_jobs/jobs.py``) on
+one job of the bridge job ``ultimate_jobs.django_task`` (declared below) on
 the task's ``queue_name``, with its priority and ``run_after``; ``get_result(id)``
 answers a ``TaskResult`` with the status and the return value read from the job row.
 On Django 5.2 the ``django-tasks`` backport provides the same API.
@@ -19,10 +19,16 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
+from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration.definition import NO_TENANT
+from ultimate_jobs.declaration.retry import Retry
+from ultimate_jobs.declaration.run import Run
+from ultimate_jobs.enqueue.handle import job
 from ultimate_jobs.models import Job, JobState
+from ultimate_jobs.signals import job_settled
 
 if TYPE_CHECKING:
     from django.tasks import TaskResult, TaskResultStatus
@@ -66,8 +72,6 @@ class JobsBackend(BaseTaskBackend):
     def enqueue(
         self, task: Task[Any, Any], args: Any, kwargs: Any
     ) -> TaskResult[Any, Any]:
-        from ultimate_jobs.jobs import django_task
-
         self.validate_task(task)
         handle = django_task.using(
             queue=task.queue_name,
@@ -139,6 +143,51 @@ def from_signals() -> Any:
     except ImportError:  # pragma: no cover - Django 5.2
         from django_tasks import signals  # type: ignore[no-redef]
     return signals
+
+
+BRIDGE = "ultimate_jobs.django_task"
+
+
+@job(
+    name=BRIDGE,
+    idempotency_key=lambda p: p["call_id"],
+    tenant=NO_TENANT,
+    retry=Retry(attempts=1),  # django.tasks has no retries: a failure is FAILED
+    description="Runs one django.tasks Task enqueued through ultimate_jobs.backend.",
+)
+def django_task(
+    run: Run,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    backend: str,
+    call_id: str,
+) -> None:
+    rows = Job.objects.using(get_settings().DATABASE).filter(
+        pk=run.job_id, state="running"
+    )
+    current = task_result(rows.get(), backend)
+    from_signals().task_started.send(
+        sender=type(current.task.get_backend()), task_result=current
+    )
+    target = import_string(task)
+    if target.takes_context:
+        value = target.call(TaskContext(task_result=current), *args, **kwargs)
+    else:
+        value = target.call(*args, **kwargs)
+    # Kept for get_result(); written while this attempt still holds the row.
+    rows.update(result=normalize_json(value))
+
+
+@receiver(job_settled, sender=django_task)
+def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
+    """task_finished fires once the row is settled, so get_result() agrees with it."""
+    job = Job.objects.using(get_settings().DATABASE).filter(pk=settled.job_id).first()
+    if job is not None:
+        result = task_result(job)
+        from_signals().task_finished.send(
+            sender=type(result.task.get_backend()), task_result=result
+        )
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import environ
@@ -19,14 +19,14 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from ultimate_jobs.durations import parse_duration
-from ultimate_jobs.exceptions import ConfigurationError, JobsError
-from ultimate_jobs.queues import validate_queue
+from ultimate_jobs.declaration.durations import parse_duration
+from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.declaration.retention import check_retention
+from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
-_env = environ.Env()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,15 +144,12 @@ def _bool(key: str, value: object) -> bool:
 
 def _retention(key: str, value: object) -> dict[str, Any]:
     """The project-wide retention rules, checked like a job's ``retention=`` (F6)."""
-    from ultimate_jobs.declarations import _check_retention
-    from ultimate_jobs.exceptions import InvalidArgument
-
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             key, value, "expected a mapping like {'done': {'days': 1}}"
         )
     try:
-        return _check_retention(value, key)
+        return check_retention(value, key)
     except InvalidArgument as exc:
         field = exc.field.replace("retention", key, 1)
         raise ConfigurationError(
@@ -198,7 +195,15 @@ def _clean(key: str, value: object) -> Any:
     )  # pragma: no cover - guarded by caller
 
 
-_ENV_READERS: dict[str, Callable[[str], Any]] = {"RETENTION": _env.json}
+# Keys whose variable is not a plain string: read by django-environ, as JSON.
+_ENV_JSON = frozenset({"RETENTION"})
+
+
+def _reader(environ_: Mapping[str, str]) -> environ.Env:
+    """A django-environ reader over ``environ_`` (not always os.environ)."""
+    env = environ.Env()
+    env.ENVIRON = environ_
+    return env
 
 
 def load_settings(
@@ -214,11 +219,13 @@ def load_settings(
             f"unknown ULTIMATE_JOBS key (known: {', '.join(sorted(fields))})",
         )
     merged: dict[str, Any] = dict(values)
+    env = _reader(environ_)
     for name in fields:
         env_name = ENV_PREFIX + name
         if env_name in environ_:
-            raw = environ_[env_name]
-            merged[name] = _ENV_READERS[name](env_name) if name in _ENV_READERS else raw
+            merged[name] = (
+                env.json(env_name) if name in _ENV_JSON else environ_[env_name]
+            )
     cleaned = {key: _clean(key, value) for key, value in merged.items()}
     result = JobsSettings(**cleaned)
     if result.LEASE < 1:

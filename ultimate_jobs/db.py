@@ -16,37 +16,43 @@ Both wrap a driver failure once, as ``QueryError(query_name)`` with the cause at
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
 from django.db import DatabaseError, connections
 from psycopg.rows import dict_row
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.exceptions import QueryError, UnsupportedDatabase
 from ultimate_jobs.sql import Query
 
 Row = dict[str, Any]
+R = TypeVar("R")
 
 
 class Database(Protocol):
     """Something that runs a named statement and answers its rows."""
 
-    def run(self, query: Query, /, **params: Any) -> list[Row]: ...
+    def run(self, query: Query[R], /, **params: Any) -> list[R]: ...
 
 
-def _check_params(query: Query, params: dict[str, Any]) -> None:
+def _check_params(query: Query[Any], params: dict[str, Any]) -> None:
+    """Refuse a call whose parameters are not exactly the statement's: a missing one
+    would run with a wrong value, an unknown one would be silently dropped."""
     if missing := query.params - params.keys():
         raise TypeError(f"{query.name}: missing parameters {sorted(missing)}")
+    if unknown := params.keys() - query.params:
+        raise TypeError(f"{query.name}: unknown parameters {sorted(unknown)}")
 
 
-def _rows(query: Query, cursor: Any) -> list[Row]:
+def _rows(query: Query[R], cursor: Any) -> list[R]:
     if query.returns == "exec" or cursor.description is None:
         return []
     columns = [column[0] for column in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return [cast(R, dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
 
 
-def _dict_rows(query: Query, cursor: psycopg.Cursor[Row]) -> list[Row]:
+def _dict_rows(query: Query[R], cursor: psycopg.Cursor[Row]) -> list[R]:
     """Rows of a cursor made with ``dict_row`` (no Column objects built per call)."""
     if (
         query.returns == "exec"
@@ -54,7 +60,7 @@ def _dict_rows(query: Query, cursor: psycopg.Cursor[Row]) -> list[Row]:
         or not cursor.pgresult.nfields
     ):
         return []
-    return cursor.fetchall()
+    return cast(list[R], cursor.fetchall())
 
 
 def ensure_postgresql(alias: str) -> None:
@@ -83,7 +89,7 @@ class DjangoDatabase:
     def __init__(self, alias: str) -> None:
         self.alias = alias
 
-    def run(self, query: Query, /, **params: Any) -> list[Row]:
+    def run(self, query: Query[R], /, **params: Any) -> list[R]:
         _check_params(query, params)
         wrapper = connections[self.alias]
         try:
@@ -108,8 +114,6 @@ class DjangoDatabase:
 
 
 def _prepared_statements() -> bool:
-    from ultimate_jobs.conf import get_settings
-
     return get_settings().PREPARED_STATEMENTS
 
 
@@ -148,7 +152,7 @@ class DirectDatabase:
                 raise QueryError("connect", exc) from exc
         return self._conn
 
-    def run(self, query: Query, /, **params: Any) -> list[Row]:
+    def run(self, query: Query[R], /, **params: Any) -> list[R]:
         _check_params(query, params)
         conn = self.connect()
         try:

@@ -52,8 +52,13 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
 from django.db.models import QuerySet
 
-from ultimate_jobs.declarations import NO_TENANT, Concurrency, _NoTenant
-from ultimate_jobs.durations import Duration
+from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenant
+from ultimate_jobs.declaration.durations import Duration
+from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
+from ultimate_jobs.declaration.retry import Retry
+from ultimate_jobs.declaration.run import CancelToken, Run
+from ultimate_jobs.enqueue.factory import check_parameters, declare, positive_int
+from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.exceptions import (
     ExportInvalid,
     ExportPartTooLarge,
@@ -61,12 +66,7 @@ from ultimate_jobs.exceptions import (
     ExportWriteConflict,
     JobDeclarationInvalid,
 )
-from ultimate_jobs.factory import check_parameters, declare, positive_int
-from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.keyset import Cursor, check_source, cursor_of, read_page
-from ultimate_jobs.queues import DEFAULT_QUEUE
-from ultimate_jobs.retry import Retry
-from ultimate_jobs.run import CancelToken, Run
 
 Format = Literal["csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("csv", "jsonl")
@@ -358,7 +358,7 @@ def export_rows(
     name: str,
     *,
     input: Mapping[str, Any] | None = None,
-    tenant: Callable[[dict[str, Any]], Any] | _NoTenant,
+    tenant: Callable[[dict[str, Any]], Any] | NoTenant,
     prefix: Callable[[dict[str, Any]], str],
     source: Callable[[dict[str, Any]], QuerySet[Any]],
     columns: Sequence[str],

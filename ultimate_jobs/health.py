@@ -24,10 +24,10 @@ from django.core import checks
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
-from ultimate_jobs.durations import parse_duration
+from ultimate_jobs.declaration.durations import parse_duration
+from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import InvalidArgument
-from ultimate_jobs.queues import validate_queue
-from ultimate_jobs.stats import QueueStats, live_workers, queue_health
+from ultimate_jobs.observability.stats import QueueStats, live_workers, queue_health
 
 CHECK_ID = "ultimate_jobs.W070"
 

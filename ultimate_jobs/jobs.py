@@ -1,76 +1,24 @@
-"""The jobs this app declares itself: the bridge that runs django.tasks Tasks (X2), and
-the hourly purge of the app's own tables (F3, F6), fired by the scheduler."""
+"""The jobs this app declares itself, autodiscovered like any app's ``jobs`` module: the
+hourly purge of the app's own tables (F3, F6), fired by the scheduler, and the bridge
+that runs django.tasks Tasks (X2), declared in ultimate_jobs.backend where
+``django.tasks`` (or, on Django 5.2, the django-tasks backport) is installed."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from django.dispatch import receiver
-from django.utils.module_loading import import_string
+from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.retention.housekeeping import app_targets
+from ultimate_jobs.retention.purge import purge
+from ultimate_jobs.scheduling.tasks import task
 
-from ultimate_jobs.declarations import NO_TENANT, job
-from ultimate_jobs.handle import JobHandle
-from ultimate_jobs.housekeeping import app_targets
-from ultimate_jobs.purge import purge
-from ultimate_jobs.retry import Retry
-from ultimate_jobs.run import Run
-from ultimate_jobs.signals import job_settled
-from ultimate_jobs.tasks import task
+try:  # declares the bridge job, ultimate_jobs.django_task (X2)
+    from ultimate_jobs import backend  # noqa: F401
+except ImportError:  # Django 5.2 without the django-tasks backport: no django.tasks
+    pass
 
-BRIDGE = "ultimate_jobs.django_task"
 PURGE = "ultimate_jobs.purge"
-
-
-@job(
-    name=BRIDGE,
-    idempotency_key=lambda p: p["call_id"],
-    tenant=NO_TENANT,
-    retry=Retry(attempts=1),  # django.tasks has no retries: a failure is FAILED
-    description="Runs one django.tasks Task enqueued through ultimate_jobs.backend.",
-)
-def django_task(
-    run: Run,
-    task: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    backend: str,
-    call_id: str,
-) -> None:
-    from ultimate_jobs.backend import (
-        TaskContext,
-        from_signals,
-        normalize_json,
-        task_result,
-    )
-    from ultimate_jobs.models import Job
-
-    rows = Job.objects.filter(pk=run.job_id, state="running")
-    current = task_result(rows.get(), backend)
-    from_signals().task_started.send(
-        sender=type(current.task.get_backend()), task_result=current
-    )
-    target = import_string(task)
-    if target.takes_context:
-        value = target.call(TaskContext(task_result=current), *args, **kwargs)
-    else:
-        value = target.call(*args, **kwargs)
-    # Kept for get_result(); written while this attempt still holds the row.
-    rows.update(result=normalize_json(value))
-
-
-@receiver(job_settled, sender=django_task)
-def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
-    """task_finished fires once the row is settled, so get_result() agrees with it."""
-    from ultimate_jobs.backend import from_signals, task_result
-    from ultimate_jobs.models import Job
-
-    job = Job.objects.filter(pk=settled.job_id).first()
-    if job is not None:
-        result = task_result(job)
-        from_signals().task_finished.send(
-            sender=type(result.task.get_backend()), task_result=result
-        )
 
 
 purge_tables = purge(

@@ -25,8 +25,8 @@ from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.exposition import exposition_registry
 from ultimate_jobs.health import Thresholds, check
+from ultimate_jobs.observability.exposition import exposition_registry
 
 View = Callable[[HttpRequest], HttpResponse]
 

@@ -77,7 +77,7 @@ class UltimateJobsClient(Client):
             self.noop.enqueue(n=n)
 
     def has_outbox(self) -> dict[str, str | None]:
-        from ultimate_jobs.roles import ROLES
+        from ultimate_jobs.management.roles import ROLES
 
         if "relay" not in ROLES:
             return {"missing": "ultimate_jobs has no outbox relay role yet (issue 3)"}

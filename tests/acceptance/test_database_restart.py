@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import REPO, database_url, wait_for
 from tests.testapp.jobs import hold_file, touch
-from ultimate_jobs.enqueue import array_params, build_rows
+from ultimate_jobs.enqueue.rows import array_params, build_rows
 from ultimate_jobs.sql import QUERIES
 
 pytestmark = pytest.mark.processes

@@ -23,7 +23,7 @@ from tests.testapp.jobs import (
 from tests.testapp.models import Record
 from ultimate_jobs import api
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.leases import LeaseStore, job_lease_key
+from ultimate_jobs.limits.slots import LeaseStore, job_lease_key
 from ultimate_jobs.models import Job, Lease
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]

@@ -13,7 +13,8 @@ from tests.testapp.jobs import atouch, crash, hold, touch
 from tests.testapp.models import Record
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Job
-from ultimate_jobs.settle import Settler
+from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.sql.rows import Fence
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -52,7 +53,9 @@ def test_sigkill_mid_job_another_worker_reruns_it_and_the_late_writes_are_fenced
     answer = hold.enqueue(key="k9", seconds=120)
     first = start_worker("--concurrency", "1", LEASE="2s")
     wait_for(lambda: [e[0] for e in events("k9")] == ["started"])
-    stale = dict(Job.objects.values("id", "lease_owner").get(pk=answer.id))
+    held = Job.objects.values("id", "lease_owner").get(pk=answer.id)
+    assert held["lease_owner"] is not None
+    stale = Fence(id=held["id"], lease_owner=held["lease_owner"])
     first.kill()
     release("k9")
     second = start_worker("--concurrency", "1", LEASE="2s")

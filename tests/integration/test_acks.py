@@ -8,12 +8,13 @@ import uuid
 import pytest
 
 from tests.testapp.jobs import noop, watched
-from ultimate_jobs.acks import Acks
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.declarations import registry
-from ultimate_jobs.limits import claim_parameters
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import Fence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def test_a_stale_token_in_a_batch_settles_nothing_for_its_row_and_the_rest_land(
     db = DirectDatabase("default")
     noop.enqueue_many([{"key": str(i)} for i in range(3)])
     rows = claim(db, 3)
-    stale = {**rows[1], "lease_owner": uuid.uuid4()}
+    stale: Fence = {"id": rows[1]["id"], "lease_owner": uuid.uuid4()}
     told: dict[str, bool] = {}
     acks = Acks(db, start=False)
 
@@ -78,8 +79,8 @@ def test_many_completions_take_few_statements():
 def test_a_job_someone_listens_to_is_not_batched(jobs):
     """on_settled must run after the row settled, in the attempt's thread: such a
     completion is written at once, not handed to the batch."""
-    from ultimate_jobs.executor import Executor
-    from ultimate_jobs.settle import Settler
+    from ultimate_jobs.runtime.executor import Executor
+    from ultimate_jobs.runtime.settle import Settler
 
     db = DirectDatabase("default")
     acks = Acks(db, start=False)  # never started: a batched completion would hang here

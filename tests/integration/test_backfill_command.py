@@ -13,7 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.testapp.models import Record
-from ultimate_jobs import Retry, Terminal, backfill, backfill_runs
+from ultimate_jobs import Retry, Terminal, backfill
+from ultimate_jobs.backfills import runs as backfill_runs
 from ultimate_jobs.models import BackfillLedger, Job
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_registry")]
@@ -337,7 +338,7 @@ def test_write_wait_exits_1_when_the_pass_fails(jobs, monkeypatch):
 
 
 def test_the_progress_bar_on_a_terminal():
-    from ultimate_jobs.backfill_runs import Plan, Progress
+    from ultimate_jobs.backfills.runs import Plan, Progress
     from ultimate_jobs.management.commands.db_backfill import Command
 
     plan = Plan("x", "pending", "enqueue", "", 100, 4, 0.6)

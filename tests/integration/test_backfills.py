@@ -21,15 +21,15 @@ from ultimate_jobs import (
     CancelToken,
     Retry,
     backfill,
-    backfill_ledger,
-    backfills,
     current_tenant,
     pending_backfills,
     registered_backfills,
 )
-from ultimate_jobs.backfill_runs import backfill_states
+from ultimate_jobs.backfills import ledger as backfill_ledger
+from ultimate_jobs.backfills import sweep as backfills
+from ultimate_jobs.backfills.runs import backfill_states
+from ultimate_jobs.declaration.run import DRAINING
 from ultimate_jobs.models import BackfillLedger, Job, JobStep
-from ultimate_jobs.run import DRAINING
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_registry")]
 
@@ -195,7 +195,7 @@ def test_a_completed_pass_is_a_no_op_and_force_writes_a_new_row(jobs, caplog):
     assert len(handle.batches) == 2
     again = sweep.enqueue()
     assert not again.deduped  # the PASS is the no-op, not the enqueue
-    with caplog.at_level(logging.INFO, logger="ultimate_jobs.backfills"):
+    with caplog.at_level(logging.INFO, logger="ultimate_jobs.backfills.sweep"):
         [attempt] = jobs.run()
     assert attempt.outcome == "completed"
     assert len(handle.batches) == 2  # nothing handled
@@ -223,7 +223,7 @@ def test_a_changed_checksum_is_reported_and_never_reruns(jobs, caplog):
     [state] = backfill_states([sweep.name])
     assert (state.state, state.checksum_changed) == ("done", True)
     sweep.enqueue()
-    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.backfills"):
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.backfills.sweep"):
         jobs.run()
     assert len(handle.batches) == 1
     [warning] = caplog.records
@@ -371,7 +371,7 @@ def test_the_pause_is_spent_inside_the_step_after_handle(jobs, monkeypatch):
 
 
 def test_a_cancelled_run_ends_the_pause_at_once():
-    from ultimate_jobs.run import CancelToken
+    from ultimate_jobs.declaration.run import CancelToken
 
     token = CancelToken()
     token.cancel("DRAINING")

@@ -7,6 +7,7 @@ import pytest
 
 from tests.testapp.jobs import noop, terminal
 from ultimate_jobs import api
+from ultimate_jobs.api import verbs
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.models import Job
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_bulk_retry_is_bounded_and_reports_what_remains(jobs, monkeypatch):
-    monkeypatch.setattr(api, "BULK_LIMIT", 3)
+    monkeypatch.setattr(verbs, "BULK_LIMIT", 3)
     terminal.enqueue_many([{"key": f"t{i}"} for i in range(5)])
     jobs.run()
     assert api.bulk("retry", state="dead") == {"affected": 3, "remaining": 2}

@@ -11,8 +11,8 @@ import pytest
 from opentelemetry import trace
 
 from tests.testapp.jobs import chatty
-from ultimate_jobs.logs import CorrelationFilter, JsonFormatter
 from ultimate_jobs.models import Job
+from ultimate_jobs.observability.logs import CorrelationFilter, JsonFormatter
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.testapp.urls")]
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 
 from tests.testapp.jobs import dropped, flaky, noop, terminal
-from ultimate_jobs import counters
 from ultimate_jobs.models import JobCounter
+from ultimate_jobs.observability import counters
 
 pytestmark = pytest.mark.django_db
 
@@ -60,11 +61,12 @@ def test_each_ending_moves_its_counter_with_the_row(jobs):
 
 def test_a_fenced_out_settle_counts_nothing(jobs):
     from ultimate_jobs.db import DjangoDatabase
-    from ultimate_jobs.settle import Settler
+    from ultimate_jobs.runtime.settle import Settler
+    from ultimate_jobs.sql.rows import Fence
 
     noop.enqueue(key="x")
     [attempt] = jobs.run()
-    row = {"id": attempt.job_id, "lease_owner": None}
+    row: Fence = {"id": attempt.job_id, "lease_owner": uuid.uuid4()}  # not its token
     assert Settler(DjangoDatabase("default")).complete(row) is False
     assert totals("testapp.noop", jobs)["done"] == 1
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.testapp.models import Record
@@ -104,3 +106,21 @@ def test_an_unknown_result_id_does_not_exist():
         add.get_result("not-an-id")
     with pytest.raises(TaskResultDoesNotExist):
         add.get_result("01a22ad4-aa7f-73a5-9990-a089d631972f")
+
+
+@pytest.fixture
+def jobs_on_their_alias(settings):
+    settings.ULTIMATE_JOBS = {"DATABASE": "jobs"}
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "jobs"])
+def test_the_bridge_reads_and_writes_the_jobs_alias_only(jobs_on_their_alias, jobs):
+    """X2 with the jobs tables on another alias (DATABASE="jobs"): the bridge's reads
+    and its stored result go to that alias, never to "default"."""
+    result = add.enqueue(2, 3)
+    with CaptureQueriesContext(connections["default"]) as default:
+        [attempt] = jobs.run()
+    assert attempt.outcome == "completed"
+    assert [q["sql"] for q in default if "ultimate_jobs_" in q["sql"]] == []
+    assert Job.objects.using("jobs").get(pk=result.id).result == 5
+    assert add.get_result(result.id).return_value == 5

@@ -25,9 +25,9 @@ from ultimate_jobs import (
     publish_event,
 )
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declarations import registry
-from ultimate_jobs.events import purge_expired_events
-from ultimate_jobs.limits import claim_parameters
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.durable.events import purge_expired_events
+from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Event, Job, JobStep
 from ultimate_jobs.sql import QUERIES
 
@@ -143,7 +143,7 @@ def test_waits_see_their_own_tenant_only(jobs):
 
 
 def test_publish_event_defaults_to_the_current_tenant(jobs):
-    from ultimate_jobs.context import tenant_scope
+    from ultimate_jobs.declaration.context import tenant_scope
 
     await_tenant_event.enqueue(key="ct", tenant="acme")
     jobs.run()

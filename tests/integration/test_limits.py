@@ -18,15 +18,16 @@ from tests.testapp.models import Record
 from ultimate_jobs import JobDeclarationInvalid, registry
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.leases import LeaseStore, job_lease_key, keyed_lease_key
-from ultimate_jobs.limits import Admission, admit, claim_parameters
+from ultimate_jobs.declaration.run import LEASE_LOST
+from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.slots import LeaseStore, job_lease_key, keyed_lease_key
 from ultimate_jobs.models import Job, Lease
-from ultimate_jobs.outcomes import Outcome
-from ultimate_jobs.run import LEASE_LOST
-from ultimate_jobs.settle import Settler
+from ultimate_jobs.runtime.admission import Admission, admit
+from ultimate_jobs.runtime.outcomes import Outcome
+from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.runtime.worker import Held, Worker
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing import JobsTestRunner
-from ultimate_jobs.worker import Held, Worker
 
 DB = DjangoDatabase("default")
 CAPPED = job_lease_key(capped.name)
@@ -377,7 +378,7 @@ def test_a_worker_cancels_a_run_whose_slot_was_taken_over(jobs, caplog, taken_ov
     worker._held[row["id"]] = entry
     if taken_over:
         Lease.objects.filter(holder=row["lease_owner"]).update(holder=uuid.uuid4())
-    with caplog.at_level(logging.ERROR, logger="ultimate_jobs.worker"):
+    with caplog.at_level(logging.ERROR, logger="ultimate_jobs.runtime.worker"):
         worker.beat(DB)  # type: ignore[arg-type]
     assert entry.token.is_set() is taken_over
     assert ("jobs.slot.lost" in caplog.messages) is taken_over

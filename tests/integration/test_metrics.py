@@ -17,10 +17,10 @@ from tests.prom import Series, ours, parse, value
 from tests.testapp.jobs import flaky, terminal, touch
 from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declarations import registry
-from ultimate_jobs.limits import claim_parameters
-from ultimate_jobs.metrics import UNREGISTERED
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
+from ultimate_jobs.observability.metrics import UNREGISTERED
 
 pytestmark = pytest.mark.django_db
 

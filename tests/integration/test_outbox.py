@@ -12,13 +12,14 @@ import json
 import pytest
 from django.db import connection, transaction
 
-from tests.testapp.jobs import charge_card, create_invoice, noop, touch
+from tests.testapp.jobs import charge_card, create_invoice, noop, per_account, touch
 from tests.testapp.models import Record
 from ultimate_jobs import Enqueued, JobDuplicate, OutboxNoTx
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.enqueue import publish
+from ultimate_jobs.enqueue.rows import Row as JobRow
+from ultimate_jobs.enqueue.write import publish
+from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.models import Job, OutboxMessage
-from ultimate_jobs.relay import job_row
 
 pytestmark = pytest.mark.django_db
 
@@ -190,7 +191,22 @@ def test_a_publish_after_the_job_finished_does_not_run_it_again(jobs):
         "run_at": message.run_at,
         "correlation_id": "",
         "enqueued_by": "",
+        "concurrency_key": None,
     }
-    [again] = publish(db, [job_row(row)])
+    [again] = publish(db, [JobRow.from_record(row)])
     assert again == Enqueued(answer.id, answer.run_id, deduped=True)
     assert Job.objects.count() == 1
+
+
+def test_a_keyed_job_keeps_its_concurrency_key_through_the_outbox(jobs):
+    """L2 over O1: the staged row carries the key the claim decides on, so the
+    published row is limited from its first claim, exactly like a direct enqueue."""
+    direct = per_account.enqueue(key="direct", account="acct-1")
+    with transaction.atomic():
+        staged = per_account.enqueue(key="staged", account="acct-1")
+    assert OutboxMessage.objects.get().concurrency_key == keyed_lease_key(
+        "testapp.per_account", "acct-1"
+    )
+    jobs.relay()
+    keys = dict(Job.objects.values_list("id", "concurrency_key"))
+    assert keys[staged.id] == keys[direct.id] == "job-key:testapp.per_account:acct-1"

@@ -28,8 +28,8 @@ from ultimate_jobs.models import (
     OutboxMessage,
     Worker,
 )
-from ultimate_jobs.purge import Target, delete_in_batches
-from ultimate_jobs.retention import JobRetention
+from ultimate_jobs.retention.jobs import JobRetention
+from ultimate_jobs.retention.purge import Target, delete_in_batches
 
 pytestmark = pytest.mark.django_db
 
@@ -191,7 +191,7 @@ def test_delete_in_batches_asks_bounded_batches_up_to_its_cap_and_logs_what_is_l
 
         return delete
 
-    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.purge"):
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.retention.purge"):
         removed = delete_in_batches(
             "t", [rule(0), rule(1)], left=lambda: sum(backlog), batch=3, max_batches=4
         )
@@ -272,7 +272,7 @@ def test_the_hourly_task_fires_the_purge_and_it_trims_every_app_table(jobs, capl
     assert [fire.key for fire in fires] == ["task:ultimate_jobs.purge_hourly"]
     [pass_id] = fires[0].job_ids
     seed_tables(jobs.now())
-    with caplog.at_level(logging.INFO, logger="ultimate_jobs.purge"):
+    with caplog.at_level(logging.INFO, logger="ultimate_jobs.retention.purge"):
         [attempt] = jobs.run()
     assert (attempt.name, attempt.outcome) == (PURGE, "completed")
     removed = {k: v for k, v in steps_of(pass_id).items() if k != "clock"}
@@ -324,7 +324,7 @@ def test_the_app_purge_deletes_in_bounded_batches_up_to_its_cap(jobs, settings, 
         for i in range(10)
     )
     old = Job.objects.filter(name="testapp.noop")
-    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.purge"):
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.retention.purge"):
         purge_tables.enqueue()
         jobs.run()
     assert old.count() == 4  # 3 statements of 2 rows

@@ -12,10 +12,10 @@ from tests.testapp.jobs import noop, touch
 from tests.testapp.models import Record
 from ultimate_jobs import Enqueued, OutboxNoTx
 from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.models import Job, OutboxMessage
-from ultimate_jobs.outbox import OUTBOX_CHANNEL
-from ultimate_jobs.relay import Relay
+from ultimate_jobs.runtime.relay import Relay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from ultimate_jobs import NO_TENANT, job
 from ultimate_jobs.jobs import PURGE, purge_tables
 from ultimate_jobs.models import Job, JobStep, Lease, OutboxMessage
-from ultimate_jobs.retention import JobRetention, effective_retention
+from ultimate_jobs.retention.jobs import JobRetention, effective_retention
 
 pytestmark = pytest.mark.django_db
 

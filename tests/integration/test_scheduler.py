@@ -18,7 +18,7 @@ from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
-from ultimate_jobs.scheduler import Scheduler
+from ultimate_jobs.scheduling.scheduler import Scheduler
 
 # The app's own hourly purge is a task too: hidden here, where each test counts the
 # watermarks and jobs of the tasks it declares.

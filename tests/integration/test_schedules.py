@@ -30,8 +30,8 @@ from ultimate_jobs import (
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Job, Schedule, TaskWatermark
-from ultimate_jobs.scheduler import Scheduler
-from ultimate_jobs.wake import Wake
+from ultimate_jobs.runtime.wake import Wake
+from ultimate_jobs.scheduling.scheduler import Scheduler
 
 T0 = datetime(2025, 6, 2, 8, 0, 30, tzinfo=UTC)
 

@@ -14,11 +14,12 @@ from tests.testapp.jobs import noop
 from ultimate_jobs import api
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.enqueue import build_rows, publish
+from ultimate_jobs.enqueue.rows import build_rows
+from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.models import Job
-from ultimate_jobs.relay import Relay
-from ultimate_jobs.wake import QUEUE_CHANNEL, Wake
-from ultimate_jobs.worker import Worker
+from ultimate_jobs.runtime.relay import Relay
+from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
+from ultimate_jobs.runtime.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,7 +110,7 @@ def test_an_unproven_wake_keeps_the_short_idle_ceiling(caplog):
     settings = load_settings({"IDLE_POLL_MAX": "2s", "WOKEN_IDLE_POLL_MAX": "5s"}, {})
     silent = SilentWake("default")
     silent.subscribe(QUEUE_CHANNEL, lambda queue: None)
-    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.wake"):
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.runtime.wake"):
         silent.start()
         wait_for(lambda: "jobs.wake.unverified" in caplog.messages, timeout=5)
     assert Worker(settings=settings, wake=silent).idle_ceiling() == 2.0
@@ -142,7 +143,7 @@ def test_a_killed_listen_session_is_redialled(second_connection, caplog):
     wake.start()
     try:
         assert wake.proven.wait(5)
-        with caplog.at_level(logging.INFO, logger="ultimate_jobs.wake"):
+        with caplog.at_level(logging.INFO, logger="ultimate_jobs.runtime.wake"):
             second_connection.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE application_name = 'ultimate_jobs wake' AND datname = current_database() AND pid <> pg_backend_pid()"

@@ -34,10 +34,10 @@ from ultimate_jobs import (
     current_tenant,
     verify_webhook_signature,
     webhook,
-    webhook_signature,
 )
+from ultimate_jobs.declaration.run import DRAINING
 from ultimate_jobs.models import Job, JobStep, WebhookDelivery
-from ultimate_jobs.run import DRAINING
+from ultimate_jobs.webhooks import signature as webhook_signature
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_registry")]
 

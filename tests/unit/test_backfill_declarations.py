@@ -15,7 +15,7 @@ from ultimate_jobs import (
     registered_backfills,
     registry,
 )
-from ultimate_jobs.backfills import DEFAULT_BATCH, DEFAULT_RATE, get_backfill
+from ultimate_jobs.backfills.sweep import DEFAULT_BATCH, DEFAULT_RATE, get_backfill
 
 pytestmark = pytest.mark.usefixtures("clean_registry")
 

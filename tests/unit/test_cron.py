@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from ultimate_jobs.cron import CronSchedule, check_timezone, parse_cron
 from ultimate_jobs.exceptions import InvalidCron, InvalidTimezone
+from ultimate_jobs.scheduling.cron import CronSchedule, check_timezone, parse_cron
 
 # -- declaration-time checks (C1, B1) -------------------------------------------------
 

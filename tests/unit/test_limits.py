@@ -8,16 +8,16 @@ import pytest
 
 from tests.testapp.jobs import capped, exclusive, noop, per_account
 from ultimate_jobs import Concurrency, InvalidArgument, Registry
-from ultimate_jobs.leases import job_lease_key, keyed_lease_key
-from ultimate_jobs.limits import (
+from ultimate_jobs.limits.budgets import (
     Budget,
     Limits,
     add_limit_arguments,
-    fleet_caps,
     limits_from_options,
     parse_queue_budgets,
     parse_rate,
 )
+from ultimate_jobs.limits.caps import fleet_caps
+from ultimate_jobs.limits.slots import job_lease_key, keyed_lease_key
 
 
 def row(queue="default", tenant=None):

@@ -25,20 +25,20 @@ from ultimate_jobs import (
     current_correlation_id,
 )
 from ultimate_jobs.conf import load_settings
-from ultimate_jobs.context import current_traceparent
+from ultimate_jobs.declaration.context import current_traceparent
 from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.exposition import MetricsServer
 from ultimate_jobs.health import Thresholds, judge, readiness
-from ultimate_jobs.logs import (
+from ultimate_jobs.management.supervisor import child_command
+from ultimate_jobs.middleware import CorrelationIdMiddleware
+from ultimate_jobs.observability.exposition import MetricsServer
+from ultimate_jobs.observability.logs import (
     CorrelationFilter,
     JsonFormatter,
     KeyValueFormatter,
     make_formatter,
 )
-from ultimate_jobs.metrics import QueueCollector
-from ultimate_jobs.middleware import CorrelationIdMiddleware
-from ultimate_jobs.stats import QueueStats
-from ultimate_jobs.supervisor import child_command
+from ultimate_jobs.observability.metrics import QueueCollector
+from ultimate_jobs.observability.stats import QueueStats
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 SPAN_ID = 0x00F067AA0BA902B7
@@ -47,7 +47,13 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 def record(message="jobs.attempt.settled", exc_info=None, **extra):
     item = logging.LogRecord(
-        "ultimate_jobs.executor", logging.INFO, __file__, 1, message, (), exc_info
+        "ultimate_jobs.runtime.executor",
+        logging.INFO,
+        __file__,
+        1,
+        message,
+        (),
+        exc_info,
     )
     for key, val in extra.items():
         setattr(item, key, val)
@@ -83,7 +89,7 @@ def test_the_json_formatter_writes_one_parseable_object_per_line():
     assert "\n" not in line
     data = json.loads(line)
     assert data["event"] == "jobs.attempt.settled"
-    assert (data["level"], data["logger"]) == ("INFO", "ultimate_jobs.executor")
+    assert (data["level"], data["logger"]) == ("INFO", "ultimate_jobs.runtime.executor")
     assert data["time"].endswith("+00:00")
     assert data["job_id"] == str(job_id)
     assert (data["outcome"], data["attempt"], data["duration"]) == (
@@ -216,7 +222,7 @@ class Down:
 def test_a_failed_queue_read_leaves_the_gauges_out_and_serves_the_rest(caplog):
     registry = CollectorRegistry()
     registry.register(QueueCollector(Down()))
-    caplog.set_level(logging.WARNING, logger="ultimate_jobs.metrics")
+    caplog.set_level(logging.WARNING, logger="ultimate_jobs.observability.metrics")
     text = generate_latest(registry).decode()
     assert "ultimate_jobs_queue_depth{" not in text
     assert [r.getMessage() for r in caplog.records] == ["jobs.metrics.collect-failed"]

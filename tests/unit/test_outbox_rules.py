@@ -7,9 +7,9 @@ import uuid
 from types import SimpleNamespace
 
 from ultimate_jobs import sql
-from ultimate_jobs.outbox import OUTBOX_CHANNEL, in_transaction
-from ultimate_jobs.relay import job_row
-from ultimate_jobs.roles import DEFAULT_ROLES, ROLES
+from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL, in_transaction
+from ultimate_jobs.enqueue.rows import Row as JobRow
+from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES
 
 
 def block(*, from_testcase: bool) -> SimpleNamespace:
@@ -67,8 +67,9 @@ def test_a_claimed_row_is_published_under_its_own_ids_with_its_resolved_run_at()
         "run_at": "2030-01-01T00:00:00Z",
         "correlation_id": "c",
         "enqueued_by": "",
+        "concurrency_key": None,
     }
-    published = job_row(row)
+    published = JobRow.from_record(row)
     assert (published.id, published.run_id, published.run_at, published.delay) == (
         job_id,
         run_id,

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import pytest
 
 from ultimate_jobs import InvalidJobPayload, JobDeclarationInvalid
-from ultimate_jobs.payload import decode, encode, read_signature
+from ultimate_jobs.declaration.payload import decode, encode, read_signature
 
 
 def body(

@@ -15,8 +15,8 @@ from ultimate_jobs import (
     registry,
 )
 from ultimate_jobs.conf import load_settings
-from ultimate_jobs.purge import Target
-from ultimate_jobs.retention import DAY, Rule, default_rules, plan, rules_for
+from ultimate_jobs.retention.jobs import DAY, Rule, default_rules, plan, rules_for
+from ultimate_jobs.retention.purge import Target
 
 
 def test_the_defaults_keep_done_a_day_cancelled_a_week_failed_and_dead_a_month():
@@ -59,14 +59,11 @@ def test_a_bad_retention_setting_is_a_configuration_error_naming_it(value, named
     assert named in str(refused.value)
 
 
-def test_retention_and_the_purge_budget_from_the_environment(monkeypatch):
-    monkeypatch.setenv(
-        "ULTIMATE_JOBS_RETENTION", '{"done": {"days": 2}, "dead": false}'
-    )
+def test_retention_and_the_purge_budget_from_the_environment():
     settings = load_settings(
         {},
         {
-            "ULTIMATE_JOBS_RETENTION": "",
+            "ULTIMATE_JOBS_RETENTION": '{"done": {"days": 2}, "dead": false}',
             "ULTIMATE_JOBS_PURGE_BATCH": "500",
             "ULTIMATE_JOBS_PURGE_MAX_BATCHES": "20",
             "ULTIMATE_JOBS_OUTBOX_RETENTION": "3d",

@@ -99,3 +99,12 @@ def test_get_settings_follows_setting_changes(settings):
     assert get_settings().CONCURRENCY == 3
     settings.ULTIMATE_JOBS = {}
     assert get_settings().CONCURRENCY == 8
+
+
+def test_retention_is_read_from_the_injected_environment(monkeypatch):
+    """T: every key, RETENTION included, is read from the environment it is given."""
+    monkeypatch.delenv("ULTIMATE_JOBS_RETENTION", raising=False)
+    env = {"ULTIMATE_JOBS_RETENTION": '{"done": {"days": 2}}'}
+    assert load_settings({}, env).RETENTION == {"done": {"days": 2}}
+    monkeypatch.setenv("ULTIMATE_JOBS_RETENTION", '{"dead": {"days": 9}}')
+    assert load_settings({}, {}).RETENTION == {}

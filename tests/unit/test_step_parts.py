@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ultimate_jobs import NO_TENANT, InvalidArgument, InvalidJobPayload, JobAborted
-from ultimate_jobs.declarations import registry
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.declaration.run import CancelToken, Run
+from ultimate_jobs.durable.progress import Progress, encode_progress
+from ultimate_jobs.durable.reschedule import reschedule_intent
+from ultimate_jobs.durable.steps import encode_output, sleep_name
 from ultimate_jobs.exceptions import InvalidDuration, RunSuspended
-from ultimate_jobs.progress import Progress, encode_progress
-from ultimate_jobs.reschedule import reschedule_intent
-from ultimate_jobs.run import CancelToken, Run
-from ultimate_jobs.steps import encode_output, sleep_name
-from ultimate_jobs.timers import WakeTimer
+from ultimate_jobs.runtime.timers import WakeTimer
 
 
 def test_run_suspended_is_not_an_exception():
@@ -78,7 +78,7 @@ def test_reschedule_checks_the_stage_when_called(clean_registry):
     def staged(run, stage: str = "a") -> None: ...
 
     definition = registry.get("tests.staged").definition
-    row = {"input": '{"stage": "a"}'}
+    row = '{"stage": "a"}'  # the run's stored input
     stage = reschedule_intent(definition, row, delay="1h", input={"stage": "b"})
     assert (stage.input, stage.delay, stage.run_at) == ('{"stage":"b"}', 3600.0, None)
     assert reschedule_intent(definition, row).input == '{"stage":"a"}'

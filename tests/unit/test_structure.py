@@ -107,3 +107,35 @@ def test_every_placeholder_carries_a_cast_and_every_statement_a_doc():
         assert "SELECT *" not in query.text.upper().replace("SELECT I.*", ""), (
             query.name
         )
+
+
+def test_a_fragment_is_put_in_place_and_an_unknown_one_is_refused():
+    text = (
+        "-- fragment: picked\n-- Shared.\nSELECT id FROM t WHERE n = %(n)s::int;\n\n"
+        "-- name: q :many\n-- Doc.\nWITH p AS ({{picked}}) SELECT id FROM p;\n"
+    )
+    [query] = sql.parse("t.sql", text)
+    assert (
+        query.text
+        == "WITH p AS (SELECT id FROM t WHERE n = %(n)s::int) SELECT id FROM p;"
+    )
+    assert query.params == {"n"}
+    with pytest.raises(ValueError, match="unknown fragment 'nope'"):
+        sql.parse("t.sql", "-- name: q :many\n-- Doc.\nSELECT {{nope}};\n")
+
+
+def test_the_job_row_has_one_column_list_shared_by_every_write_path():
+    """One row type, one column list: the fragment's arrays are JobRow's fields, and
+    every statement that writes a job row (or stages one) reads that fragment."""
+    from ultimate_jobs.enqueue.rows import FIELDS
+
+    fragment = sql.QUERIES["job_enqueue"].text
+    arrays = re.findall(
+        r"%\((\w+)\)s::[a-z ]+\[\]", fragment.split("WITH ORDINALITY")[0]
+    )
+    assert tuple(arrays) == FIELDS
+    [columns] = re.findall(r"WITH ORDINALITY AS i\(([^)]*)\)", fragment)
+    assert tuple(c.strip() for c in columns.split(",")) == (*FIELDS, "ord")
+    shared = fragment[fragment.index("SELECT i.*") : fragment.index("ord\n") + 3]
+    for name in ("job_enqueue", "outbox_stage", "scheduler_fire"):
+        assert shared in sql.QUERIES[name].text, name

@@ -15,8 +15,8 @@ from ultimate_jobs import (
     verify_signature,
     verify_webhook_signature,
 )
-from ultimate_jobs import webhook_signature as ws
-from ultimate_jobs.webhooks import retry_after_seconds
+from ultimate_jobs.webhooks import signature as ws
+from ultimate_jobs.webhooks.delivery import retry_after_seconds
 
 SECRET = "whsec_unit"
 BODY = b'{"order": 42}'

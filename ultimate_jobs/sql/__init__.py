@@ -8,6 +8,11 @@ Each statement is also kept with PostgreSQL's own placeholders (``$1``, ``$2``, 
 ``Query.native``), rendered once here: the client sends that text as it is, instead of
 scanning the whole statement for ``%(name)s`` at every call (the claim is 15 KB, past
 the size psycopg caches its scan for).
+
+A part several statements share is written once, as a fragment under
+``-- fragment: <name>``, and a statement includes it with ``{{name}}``: the job row's
+column list (``job_input``, ``job_insert``) is one text however many statements write
+job rows. ``jobs_sql --show`` prints the statement with its fragments in place.
 """
 
 from __future__ import annotations
@@ -15,15 +20,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 Returns = Literal["one", "many", "exec"]
-_HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec)\n((?:--.*\n)*)", re.MULTILINE)
+RowT = TypeVar("RowT")
+_HEADER = re.compile(
+    r"^-- (?:name: (\w+) :(one|many|exec)|fragment: (\w+))\n((?:--.*\n)*)", re.MULTILINE
+)
 _PARAM = re.compile(r"%\((\w+)\)s")
+_INCLUDE = re.compile(r"\{\{(\w+)\}\}")
 
 
 @dataclass(frozen=True, slots=True)
-class Query:
+class Query(Generic[RowT]):
+    """One named statement; ``RowT`` is the type of the rows it answers (sql/rows.py
+    declares it for the statements of the hot path; the others answer dicts)."""
+
     name: str
     returns: Returns
     doc: str
@@ -58,40 +70,88 @@ def to_native(text: str) -> tuple[str, tuple[str, ...]]:
     return native, tuple(order)
 
 
-def parse(source: str, content: str) -> list[Query]:
-    """Split one .sql file into its named statements."""
+def _doc(lines: str) -> str:
+    return " ".join(line.lstrip("- ").strip() for line in lines.splitlines()).strip()
+
+
+def split(content: str) -> tuple[list[tuple[str, str, str, str]], dict[str, str]]:
+    """Split one .sql file into its statements (name, returns, doc, text) and fragments."""
     headers = list(_HEADER.finditer(content))
-    queries = []
+    statements: list[tuple[str, str, str, str]] = []
+    fragments: dict[str, str] = {}
     for header, following in zip(headers, [*headers[1:], None], strict=True):
-        name, returns, doc = header.groups()
+        name, returns, fragment, doc = header.groups()
         text = content[header.end() : following.start() if following else None].strip()
-        native, order = to_native(text)
-        queries.append(
-            Query(
-                name=name,
-                returns=cast(Returns, returns),
-                doc=" ".join(
-                    line.lstrip("- ").strip() for line in doc.splitlines()
-                ).strip(),
-                text=text,
-                params=frozenset(order),
-                source=source,
-                native=native,
-                order=order,
-            )
-        )
-    return queries
+        if fragment is not None:
+            if fragment in fragments:
+                raise ValueError(f"fragment {fragment!r} defined twice")
+            fragments[fragment] = text.rstrip(";")
+        else:
+            statements.append((name, returns, _doc(doc), text))
+    return statements, fragments
 
 
-def load() -> dict[str, Query]:
-    """Parse every .sql file shipped here; a name may be defined only once."""
-    queries: dict[str, Query] = {}
-    for entry in sorted(resources.files(__name__).iterdir(), key=lambda e: e.name):
+def expand(name: str, text: str, fragments: dict[str, str]) -> str:
+    """Put each ``{{fragment}}`` of ``text`` in place; an unknown name is an error."""
+
+    def include(match: re.Match[str]) -> str:
+        try:
+            return fragments[match.group(1)]
+        except KeyError:
+            raise ValueError(f"{name}: unknown fragment {match.group(1)!r}") from None
+
+    return _INCLUDE.sub(include, text)
+
+
+def build(
+    source: str, statement: tuple[str, str, str, str], fragments: dict[str, str]
+) -> Query[Any]:
+    name, returns, doc, text = statement
+    text = expand(name, text, fragments)
+    native, order = to_native(text)
+    return Query(
+        name=name,
+        returns=cast(Returns, returns),
+        doc=doc,
+        text=text,
+        params=frozenset(order),
+        source=source,
+        native=native,
+        order=order,
+    )
+
+
+def parse(source: str, content: str) -> list[Query[Any]]:
+    """Split one .sql file into its named statements, fragments in place."""
+    statements, fragments = split(content)
+    return [build(source, statement, fragments) for statement in statements]
+
+
+def load() -> dict[str, Query[Any]]:
+    """Parse every .sql file shipped here; a name may be defined only once.
+
+    Fragments are shared across files (a statement of scheduler.sql includes the job
+    row of jobs.sql).
+    """
+    files = sorted(
+        (entry for entry in resources.files(__name__).iterdir()),
+        key=lambda entry: entry.name,
+    )
+    parts: list[tuple[str, tuple[str, str, str, str]]] = []
+    fragments: dict[str, str] = {}
+    for entry in files:
         if entry.name.endswith(".sql"):
-            for query in parse(entry.name, entry.read_text("utf-8")):
-                if query.name in queries:
-                    raise ValueError(f"{query.name!r} defined twice ({entry.name})")
-                queries[query.name] = query
+            statements, found = split(entry.read_text("utf-8"))
+            if twice := fragments.keys() & found.keys():
+                raise ValueError(f"fragment {sorted(twice)[0]!r} defined twice")
+            fragments.update(found)
+            parts.extend((entry.name, statement) for statement in statements)
+    queries: dict[str, Query[Any]] = {}
+    for source, statement in parts:
+        query = build(source, statement, fragments)
+        if query.name in queries:
+            raise ValueError(f"{query.name!r} defined twice ({source})")
+        queries[query.name] = query
     return queries
 
 

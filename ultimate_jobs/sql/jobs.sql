@@ -4,57 +4,71 @@
 -- Every parameter carries a cast, so each statement can be EXPLAINed with NULLs.
 -- Time comes from the database unless a test passes %(now)s (the testing clock).
 
+-- fragment: job_input
+-- The job rows to write, one per element of the arrays, in input order (`ord`): the
+-- ONE column list of a job row, which job_enqueue, outbox_stage and scheduler_fire all
+-- read; each array is named after its column, and JobRow (ultimate_jobs/enqueue/rows.py)
+-- has the same fields. `due` is run_at, else now plus the delay (the outbox resolves it
+-- at staging, so a delay counts from the enqueue, not from the publish).
+SELECT i.*,
+       coalesce(
+           i.run_at,
+           coalesce(%(now)s::timestamptz, now())
+               + make_interval(secs => coalesce(i.delay, 0))
+       ) AS due
+  FROM unnest(
+           %(id)s::uuid[],
+           %(run_id)s::uuid[],
+           %(name)s::text[],
+           %(queue)s::text[],
+           %(priority)s::smallint[],
+           %(input)s::jsonb[],
+           %(tenant_id)s::text[],
+           %(idempotency_key)s::text[],
+           %(max_attempts)s::integer[],
+           %(run_at)s::timestamptz[],
+           %(delay)s::double precision[],
+           %(correlation_id)s::text[],
+           %(enqueued_by)s::text[],
+           %(concurrency_key)s::text[]
+       ) WITH ORDINALITY AS i(
+           id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
+           max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
+           ord
+       )
+
+-- fragment: job_insert
+-- Insert the rows of an `input` CTE (job_input) into the queue, in input order. A row
+-- due later than now is 'delayed', otherwise 'ready'. A row whose (name, tenant,
+-- idempotency_key) a LIVE job holds, or whose id already names a job (an outbox
+-- re-publish), inserts nothing (J2, O2).
+INSERT INTO ultimate_jobs_job (
+    id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
+    attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
+    concurrency_key
+)
+SELECT input.id, input.run_id, input.name, input.queue, input.priority,
+       CASE WHEN input.due > coalesce(%(now)s::timestamptz, now())
+            THEN 'delayed' ELSE 'ready' END,
+       input.input, input.tenant_id, input.idempotency_key,
+       0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
+       input.correlation_id, input.enqueued_by, input.concurrency_key
+  FROM input
+ ORDER BY input.ord
+    ON CONFLICT DO NOTHING
+RETURNING id, queue, run_at
+
 -- name: job_enqueue :many
 -- Insert one row per array element (H3: a fixed number of parameters for any batch,
--- one statement). A row whose (name, tenant, idempotency_key) a LIVE job holds, or
--- whose id already names a job (an outbox re-publish), inserts nothing (J2, O2) and is
--- absent from the answer: the caller asks job_holders which job holds it.
+-- one statement). A row that a live job's key or an existing id holds inserts nothing
+-- and is absent from the answer: the caller asks job_holders which job holds it.
 -- concurrency_key is the lease key of a keyed limit, computed from the input (L2).
--- A row due later than now is 'delayed', otherwise 'ready'. Waking workers is throttled
--- in the statement itself (see `woken`).
+-- Waking workers is throttled in the statement itself (see `woken`).
 WITH input AS (
-    SELECT i.*,
-           coalesce(
-               i.run_at,
-               coalesce(%(now)s::timestamptz, now())
-                   + make_interval(secs => coalesce(i.delay, 0))
-           ) AS due
-      FROM unnest(
-               %(ids)s::uuid[],
-               %(run_ids)s::uuid[],
-               %(names)s::text[],
-               %(queues)s::text[],
-               %(priorities)s::smallint[],
-               %(inputs)s::jsonb[],
-               %(tenant_ids)s::text[],
-               %(idempotency_keys)s::text[],
-               %(max_attempts)s::integer[],
-               %(run_ats)s::timestamptz[],
-               %(delays)s::double precision[],
-               %(correlation_ids)s::text[],
-               %(enqueued_bys)s::text[],
-               %(concurrency_keys)s::text[]
-           ) WITH ORDINALITY AS i(
-               id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
-               max_attempts, run_at, delay, correlation_id, enqueued_by,
-               concurrency_key, ord
-           )
+    {{job_input}}
 ),
 inserted AS (
-    INSERT INTO ultimate_jobs_job (
-        id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
-        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
-        concurrency_key
-    )
-    SELECT input.id, input.run_id, input.name, input.queue, input.priority,
-           CASE WHEN input.due > coalesce(%(now)s::timestamptz, now()) THEN 'delayed' ELSE 'ready' END,
-           input.input, input.tenant_id, input.idempotency_key,
-           0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-           input.correlation_id, input.enqueued_by, input.concurrency_key
-      FROM input
-     ORDER BY input.ord
-        ON CONFLICT DO NOTHING
-    RETURNING id, queue, run_at
+    {{job_insert}}
 ),
 woken AS (
     -- N1: announce each queue that got a row due within 1 s, at most once per queue
@@ -96,10 +110,10 @@ SELECT inserted.id, wake.announced
 -- the caller enqueues that row again.
 SELECT wanted.ord, holder.id, holder.run_id
   FROM unnest(
-           %(ids)s::uuid[],
-           %(names)s::text[],
-           %(tenant_ids)s::text[],
-           %(idempotency_keys)s::text[]
+           %(id)s::uuid[],
+           %(name)s::text[],
+           %(tenant_id)s::text[],
+           %(idempotency_key)s::text[]
        ) WITH ORDINALITY AS wanted(id, name, tenant_id, idempotency_key, ord)
  CROSS JOIN LATERAL (
         SELECT held.id, held.run_id

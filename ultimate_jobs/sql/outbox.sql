@@ -7,47 +7,25 @@
 -- name: outbox_stage :many
 -- Stage one row per array element on the CALLER'S connection, inside its transaction
 -- (O1): a rollback removes the rows with the business rows, a commit makes them
--- durable. The arrays are job_enqueue's (H3), so the ids the enqueue answers are the
--- ids the relay publishes under. run_at is resolved here (a delay counts from the
+-- durable. The rows are job_enqueue's (job_input, H3), so the ids the enqueue answers
+-- are the ids the relay publishes under. run_at is resolved here (a delay counts from the
 -- enqueue, not from the publish). staged_tx records the staging transaction, so the
 -- claim never lets a row overtake an earlier one of the same transaction (O3).
 -- O5: announces the outbox channel, delivered on COMMIT, unless a committed row of
 -- another transaction is already waiting unclaimed (the relay was told about that one
 -- and looks again right after it). A rolled-back transaction announces nothing.
 WITH input AS (
-    SELECT i.*
-      FROM unnest(
-               %(ids)s::uuid[],
-               %(run_ids)s::uuid[],
-               %(names)s::text[],
-               %(queues)s::text[],
-               %(priorities)s::smallint[],
-               %(inputs)s::jsonb[],
-               %(tenant_ids)s::text[],
-               %(idempotency_keys)s::text[],
-               %(max_attempts)s::integer[],
-               %(run_ats)s::timestamptz[],
-               %(delays)s::double precision[],
-               %(correlation_ids)s::text[],
-               %(enqueued_bys)s::text[]
-           ) WITH ORDINALITY AS i(
-               id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
-               max_attempts, run_at, delay, correlation_id, enqueued_by, ord
-           )
+    {{job_input}}
 ),
 staged AS (
     INSERT INTO ultimate_jobs_outbox (
         id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
-        max_attempts, run_at, correlation_id, enqueued_by, staged_at, staged_tx, claims
+        max_attempts, run_at, correlation_id, enqueued_by, concurrency_key,
+        staged_at, staged_tx, claims
     )
     SELECT input.id, input.run_id, input.name, input.queue, input.priority,
            input.input, input.tenant_id, input.idempotency_key, input.max_attempts,
-           coalesce(
-               input.run_at,
-               coalesce(%(now)s::timestamptz, now())
-                   + make_interval(secs => coalesce(input.delay, 0))
-           ),
-           input.correlation_id, input.enqueued_by,
+           input.due, input.correlation_id, input.enqueued_by, input.concurrency_key,
            coalesce(%(now)s::timestamptz, now()),
            pg_current_xact_id()::text::bigint,
            0
@@ -128,6 +106,7 @@ claimed AS (
               outbox.run_at,
               outbox.correlation_id,
               outbox.enqueued_by,
+              outbox.concurrency_key,
               outbox.staged_at,
               outbox.claimed_by,
               outbox.claims
@@ -144,6 +123,7 @@ SELECT claimed.id,
        claimed.run_at,
        claimed.correlation_id,
        claimed.enqueued_by,
+       claimed.concurrency_key,
        claimed.staged_at,
        claimed.claimed_by,
        claimed.claims

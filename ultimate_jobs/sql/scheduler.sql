@@ -137,50 +137,13 @@ moved AS (
     RETURNING mark.key
 ),
 input AS (
-    SELECT i.*,
-           coalesce(
-               i.run_at,
-               coalesce(%(now)s::timestamptz, now())
-                   + make_interval(secs => coalesce(i.delay, 0))
-           ) AS due
-      FROM unnest(
-               %(ids)s::uuid[],
-               %(run_ids)s::uuid[],
-               %(names)s::text[],
-               %(queues)s::text[],
-               %(priorities)s::smallint[],
-               %(inputs)s::jsonb[],
-               %(tenant_ids)s::text[],
-               %(idempotency_keys)s::text[],
-               %(max_attempts)s::integer[],
-               %(run_ats)s::timestamptz[],
-               %(delays)s::double precision[],
-               %(correlation_ids)s::text[],
-               %(enqueued_bys)s::text[],
-               %(concurrency_keys)s::text[]
-           ) WITH ORDINALITY AS i(
-               id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
-               max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
-               ord
-           )
+    -- The occurrence's jobs, only when the watermark moved.
+    SELECT fired.*
+      FROM ({{job_input}}) AS fired
+     WHERE EXISTS (SELECT 1 FROM moved)
 ),
 inserted AS (
-    INSERT INTO ultimate_jobs_job (
-        id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
-        attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
-        concurrency_key
-    )
-    SELECT input.id, input.run_id, input.name, input.queue, input.priority,
-           CASE WHEN input.due > coalesce(%(now)s::timestamptz, now())
-                THEN 'delayed' ELSE 'ready' END,
-           input.input, input.tenant_id, input.idempotency_key,
-           0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-           input.correlation_id, input.enqueued_by, input.concurrency_key
-      FROM input
-     WHERE EXISTS (SELECT 1 FROM moved)
-     ORDER BY input.ord
-        ON CONFLICT DO NOTHING
-    RETURNING id, queue, run_at
+    {{job_insert}}
 ),
 woken AS (
     SELECT pg_notify('ultimate_jobs_wake', due.queue)

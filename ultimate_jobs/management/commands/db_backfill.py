@@ -14,11 +14,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ultimate_jobs import backfill_ledger, backfill_runs
-from ultimate_jobs.backfill_models import BackfillStatus
-from ultimate_jobs.backfill_runs import Outcome, Plan, Progress
-from ultimate_jobs.backfills import registered_backfills
+from ultimate_jobs.backfills import ledger as backfill_ledger
+from ultimate_jobs.backfills import runs as backfill_runs
+from ultimate_jobs.backfills.runs import Outcome, Plan, Progress
+from ultimate_jobs.backfills.sweep import registered_backfills
 from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.models.backfills import BackfillStatus
 
 BAR = 30
 

@@ -10,8 +10,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ultimate_jobs import api, counters, introspection
+from ultimate_jobs import api
+from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.observability import counters
 
 
 def _filters(parser: CommandParser, *, state_required: bool = False) -> None:

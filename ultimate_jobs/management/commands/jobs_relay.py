@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.logs import configure_default_logging
-from ultimate_jobs.relay import BATCH_SIZE
-from ultimate_jobs.roles import serve
+from ultimate_jobs.management.roles import serve
+from ultimate_jobs.observability.logs import configure_default_logging
+from ultimate_jobs.runtime.relay import BATCH_SIZE
 
 
 class Command(BaseCommand):

@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.logs import configure_default_logging
-from ultimate_jobs.roles import serve
+from ultimate_jobs.management.roles import serve
+from ultimate_jobs.observability.logs import configure_default_logging
 
 
 class Command(BaseCommand):

@@ -55,7 +55,7 @@ class Command(BaseCommand):
         found = QUERIES.get(name)
         if found is None:
             raise CommandError(f"NAME={name!r}: no such statement (see --list)")
-        query: Query = found
+        query: Query[Any] = found
         if options["show"]:
             self.stdout.write(
                 f"-- name: {query.name} :{query.returns}  ({query.source})\n-- {query.doc}\n{query.text}"
@@ -81,7 +81,7 @@ class Command(BaseCommand):
                 cursor.execute("ROLLBACK")
 
 
-def _params(query: Query, given: list[str]) -> dict[str, Any]:
+def _params(query: Query[Any], given: list[str]) -> dict[str, Any]:
     values: dict[str, Any] = dict.fromkeys(query.params)
     for item in given:
         key, sep, raw = item.partition("=")

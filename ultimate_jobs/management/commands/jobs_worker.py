@@ -8,12 +8,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.exposition import serve_worker_metrics
-from ultimate_jobs.limits import add_limit_arguments, limits_from_options
-from ultimate_jobs.logs import configure_default_logging
-from ultimate_jobs.queues import validate_queue
-from ultimate_jobs.roles import DEFAULT_ROLES, ROLES, serve
+from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
+from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
+from ultimate_jobs.management.supervisor import supervise
+from ultimate_jobs.observability.exposition import serve_worker_metrics
+from ultimate_jobs.observability.logs import configure_default_logging
 
 
 class Command(BaseCommand):
@@ -53,8 +54,6 @@ class Command(BaseCommand):
         add_limit_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.supervisor import supervise
-
         configure_default_logging(options["verbosity"])
         settings = get_settings()
         try:

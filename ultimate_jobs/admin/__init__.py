@@ -1,0 +1,10 @@
+"""The Django admin as the operator surface (P1, P2): one module per group of pages.
+
+Django's admin autodiscovery imports this package; importing it registers every page.
+"""
+
+from __future__ import annotations
+
+from ultimate_jobs.admin import jobs, scheduling, webhooks
+
+__all__ = ["jobs", "scheduling", "webhooks"]

@@ -1,0 +1,281 @@
+"""The Django admin as the operator surface (P1, P2): read-only lists, audited actions.
+
+Lists never change rows directly: every action calls ``ultimate_jobs.api`` (the verbs the
+command line uses too), needs the matching permission, and is recorded in Django's
+admin log (who, when).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+
+import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
+import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
+from ultimate_jobs import api
+from ultimate_jobs.admin.permissions import ReadOnly
+from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
+
+BULK_LIMIT = 1000
+
+if TYPE_CHECKING:
+    BackfillLedgerModelAdmin = admin.ModelAdmin[BackfillLedger]
+    JobModelAdmin = admin.ModelAdmin[Job]
+    JobCounterModelAdmin = admin.ModelAdmin[JobCounter]
+    QueuePauseModelAdmin = admin.ModelAdmin[QueuePause]
+    WorkerModelAdmin = admin.ModelAdmin[Worker]
+else:  # ModelAdmin is generic only to the type checker
+    JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
+    JobCounterModelAdmin = BackfillLedgerModelAdmin = admin.ModelAdmin
+
+
+class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
+    """Counts an unfiltered jobs table from the planner's estimate, so a million-row
+    table opens at once; filtered lists are counted exactly."""
+
+    @cached_property
+    def count(self) -> int:
+        rows = cast(QuerySet[Job], self.object_list)
+        if not rows.query.where:
+            with connections[rows.db].cursor() as cursor:
+                cursor.execute(
+                    "SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
+                    [Job._meta.db_table],
+                )
+                row = cursor.fetchone()
+            if row and row[0] > 10_000:
+                return int(row[0])
+        return super().count
+
+
+def _audit(request: HttpRequest, job: Job, message: str) -> None:
+    """Record who did what to which job, in Django's admin log."""
+    LogEntry.objects.log_actions(
+        user_id=cast(int, request.user.pk),
+        queryset=[job],
+        action_flag=CHANGE,
+        change_message=message,
+        single_object=True,
+    )
+
+
+def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) -> None:
+    done, refused = 0, []
+    for job in queryset[:BULK_LIMIT]:
+        try:
+            call(job.pk)
+        except JobsError as exc:
+            refused.append(f"{job.pk}: {exc.code}")
+            continue
+        done += 1
+        _audit(request, job, f"{verb} via admin")
+    remaining = max(queryset.count() - BULK_LIMIT, 0)
+    messages.info(
+        request,
+        f"{verb}: {done} affected, {len(refused)} refused, {remaining} not reached (max {BULK_LIMIT} per call)",
+    )
+    for line in refused[:10]:
+        messages.warning(request, line)
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnly, JobModelAdmin):
+    # Rows change only through the audited actions below (ReadOnly: no edit form).
+    list_display = (
+        "short_id",
+        "name",
+        "queue",
+        "state",
+        "attempts",
+        "tenant_id",
+        "run_at",
+        "created_at",
+    )
+    list_filter = ("state", "queue", "name", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("=id", "name", "=tenant_id", "idempotency_key")
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
+    list_per_page = 100
+    ordering = ("-id",)
+    actions = ("retry_jobs", "cancel_jobs", "promote_jobs", "remove_jobs")
+    readonly_fields = (
+        "id",
+        "run_id",
+        "name",
+        "queue",
+        "priority",
+        "state",
+        "pretty_input",
+        "tenant_id",
+        "idempotency_key",
+        "attempt",
+        "max_attempts",
+        "run_at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "worker_id",
+        "lease_expires_at",
+        "error_code",
+        "stop_reason",
+        "pretty_error",
+        "progress",
+        "step_trace",
+        "correlation_id",
+        "enqueued_by",
+    )
+    exclude = ("input", "last_error", "lease_owner")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        term = search_term.strip()
+        if (
+            term
+            and all(c in "0123456789abcdef-" for c in term.lower())
+            and len(term) >= 4
+        ):
+            return queryset.extra(
+                where=["id::text LIKE %s"], params=[term.lower() + "%"]
+            ), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="id")
+    def short_id(self, job: Job) -> str:
+        return str(job.id)[:13]
+
+    @admin.display(description="attempts")
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempt}/{job.max_attempts}"
+
+    @admin.display(description="input")
+    def pretty_input(self, job: Job) -> str:
+        return format_html(
+            "<pre>{}</pre>", json.dumps(job.input, indent=2, sort_keys=True)
+        )
+
+    @admin.display(description="last error")
+    def pretty_error(self, job: Job) -> str:
+        return format_html("<pre>{}</pre>", job.last_error or "—")
+
+    @admin.display(description="steps")
+    def step_trace(self, job: Job) -> str:
+        """The current stage's steps with their timings (S1-S4; docs/steps.md)."""
+        lines = [
+            f"{s['name']}  {s['kind']}  {s['state']}  {s['started'] or '-'}"
+            f"  {s['finished'] or '-'}"
+            for s in api.job_json(job)["steps"]
+        ]
+        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+
+    @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        _apply(request, queryset, "retry", api.retry)
+
+    @admin.action(description="Cancel", permissions=["operate"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        _apply(
+            request,
+            queryset,
+            "cancel",
+            lambda pk: api.cancel(pk, f"cancelled by {request.user}"),
+        )
+
+    @admin.action(description="Run now (promote)", permissions=["operate"])
+    def promote_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        _apply(request, queryset, "promote", api.promote)
+
+    @admin.action(description="Remove", permissions=["remove"])
+    def remove_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        _apply(request, queryset, "remove", api.remove)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ultimate_jobs.change_job")
+
+    def has_remove_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ultimate_jobs.delete_job")
+
+
+@admin.register(QueuePause)
+class QueuePauseAdmin(QueuePauseModelAdmin):
+    list_display = ("queue", "paused_at", "paused_by")
+
+
+@admin.register(Worker)
+class WorkerAdmin(WorkerModelAdmin):
+    list_display = (
+        "id",
+        "host",
+        "pid",
+        "queues",
+        "slots",
+        "in_flight_count",
+        "heartbeat_at",
+        "expires_at",
+    )
+
+    @admin.display(description="in flight")
+    def in_flight_count(self, worker: Worker) -> int:
+        return len(worker.in_flight)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(JobCounter)
+class JobCounterAdmin(ReadOnly, JobCounterModelAdmin):
+    """Per-job counts by time bucket (P5): filter by job and tier, newest first."""
+
+    list_display = (
+        "name",
+        "bucket",
+        "tier",
+        "done",
+        "retried",
+        "failed",
+        "dead",
+        "mean",
+    )
+    list_filter = ("tier", "name")
+    date_hierarchy = "bucket"
+    show_full_result_count = False
+
+    @admin.display(description="mean duration (s)")
+    def mean(self, counter: JobCounter) -> str:
+        ran = counter.done + counter.retried + counter.failed + counter.dead
+        return f"{counter.duration / ran:.3f}" if ran else "-"
+
+
+@admin.register(BackfillLedger)
+class BackfillLedgerAdmin(ReadOnly, BackfillLedgerModelAdmin):
+    """The backfill ledger (F1, P1): one row per pass, read-only. Passes are started
+    with ``manage.py db_backfill NAME --write``, never from here."""
+
+    list_display = (
+        "id",
+        "name",
+        "status",
+        "rows",
+        "batches",
+        "forced",
+        "app_version",
+        "started_at",
+        "completed_at",
+        "job_id",
+    )
+    list_filter = ("status", "name")
+    search_fields = ("=name", "=job_id")
+    show_full_result_count = False

@@ -1,0 +1,52 @@
+"""The operator API shared by the admin, ``manage.py jobs`` and Python callers (P1-P3).
+
+``verbs`` change jobs and queues (retry, cancel, remove, promote, pause, bulk);
+``reads`` answer them as stable JSON (get, list_jobs, queue_stats, workers). Every
+public name of both is importable from here: ``from ultimate_jobs import api``.
+"""
+
+from __future__ import annotations
+
+from ultimate_jobs.api.reads import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    find_job,
+    get,
+    job_json,
+    list_jobs,
+    parse_job_id,
+    queue_stats,
+    workers,
+)
+from ultimate_jobs.api.verbs import (
+    BULK_LIMIT,
+    bulk,
+    cancel,
+    pause_queue,
+    paused_queues,
+    promote,
+    remove,
+    resume_queue,
+    retry,
+)
+
+__all__ = [
+    "BULK_LIMIT",
+    "DEFAULT_PAGE",
+    "MAX_PAGE",
+    "bulk",
+    "cancel",
+    "find_job",
+    "get",
+    "job_json",
+    "list_jobs",
+    "parse_job_id",
+    "pause_queue",
+    "paused_queues",
+    "promote",
+    "queue_stats",
+    "remove",
+    "resume_queue",
+    "retry",
+    "workers",
+]

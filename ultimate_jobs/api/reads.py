@@ -1,0 +1,206 @@
+"""Read-only views of the queue for operators (P1, P3): job pages, queue stats, workers.
+
+Pages are keyset-paginated on the time-ordered id (never OFFSET), newest first, so a
+million-row table answers a page as fast as a small one. Everything here answers plain
+JSON-friendly dicts: ``manage.py jobs ... --json`` prints them as they are.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast, Now
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
+from ultimate_jobs.models import Job, JobState, Worker
+from ultimate_jobs.sql import QUERIES
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 200
+
+
+def parse_job_id(value: object) -> uuid.UUID:
+    """A job id from a UUID or its text; anything else is InvalidArgument."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidArgument("id", value, "a job id is a UUID") from None
+
+
+def find_job(job_id: uuid.UUID) -> Job:
+    """The job row, or JobNotFound."""
+    job = Job.objects.using(get_settings().DATABASE).filter(pk=job_id).first()
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def get(job_id: object) -> dict[str, Any]:
+    """One job as the stable JSON of ``manage.py jobs show --json`` (P3)."""
+    return job_json(find_job(parse_job_id(job_id)))
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    """The documented JSON shape of a job (docs/operations.md)."""
+
+    def when(value: Any) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "id": str(job.id),
+        "run_id": str(job.run_id),
+        "name": job.name,
+        "queue": job.queue,
+        "priority": job.priority,
+        "state": job.state,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "tenant_id": job.tenant_id,
+        "idempotency_key": job.idempotency_key,
+        "input": job.input,
+        "run_at": when(job.run_at),
+        "created_at": when(job.created_at),
+        "started_at": when(job.started_at),
+        "finished_at": when(job.finished_at),
+        "last_error": job.last_error,
+        "error_code": job.error_code,
+        "stop_reason": job.stop_reason,
+        "progress": job.progress,
+        "correlation_id": job.correlation_id,
+        "enqueued_by": job.enqueued_by,
+        "worker_id": job.worker_id,
+        # The current stage's steps, oldest first (prefetch_related("steps") in lists).
+        "steps": [
+            {
+                "name": step.name,
+                "kind": step.kind,
+                "state": step.status,
+                "started": when(step.started_at),
+                "finished": when(step.finished_at),
+            }
+            for step in job.steps.all()
+            if not step.archived
+        ],
+    }
+
+
+def _jobs() -> QuerySet[Job]:
+    return Job.objects.using(get_settings().DATABASE)
+
+
+def list_jobs(
+    *,
+    state: str | None = None,
+    queue: str | None = None,
+    name: str | None = None,
+    tenant: str | None = None,
+    id_prefix: str | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    limit: int = DEFAULT_PAGE,
+    after: str | uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """One page of jobs, newest first; ``next`` is the cursor of the following page."""
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 1 <= limit <= MAX_PAGE
+    ):
+        raise InvalidArgument("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    if state is not None and state not in JobState.values:
+        raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+    filters = Q()
+    if state is not None:
+        filters &= Q(state=state)
+    if queue is not None:
+        filters &= Q(queue=queue)
+    if name is not None:
+        filters &= Q(name=name)
+    if tenant is not None:
+        filters &= Q(tenant_id=tenant)
+    if created_from is not None:
+        filters &= Q(created_at__gte=created_from)
+    if created_to is not None:
+        filters &= Q(created_at__lt=created_to)
+    if after is not None:
+        filters &= Q(id__lt=_cursor(after))
+    rows = _jobs().filter(filters)
+    if id_prefix:
+        prefix = id_prefix.lower()
+        if not all(c in "0123456789abcdef-" for c in prefix):
+            raise InvalidArgument(
+                "id_prefix", id_prefix, "hexadecimal digits of a job id"
+            )
+        rows = rows.annotate(id_text=Cast("id", TextField())).filter(
+            id_text__startswith=prefix
+        )
+    page = list(rows.order_by("-id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return {
+        "jobs": [job_json(job) for job in page],
+        "next": str(page[-1].id) if more and page else None,
+    }
+
+
+def _cursor(value: str | uuid.UUID) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidArgument(
+            "after", value, "a cursor is the id a previous page answered as next"
+        ) from None
+
+
+def queue_stats() -> list[dict[str, Any]]:
+    """Per queue: jobs by state, the oldest ready job's age, and whether it is paused."""
+    rows = DjangoDatabase(get_settings().DATABASE).run(QUERIES["queue_stats"])
+    queues: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = queues.setdefault(
+            row["queue"],
+            {
+                "queue": row["queue"],
+                "states": dict.fromkeys(JobState.values, 0),
+                "oldest_ready_seconds": None,
+                "paused": row["paused"],
+            },
+        )
+        if row["state"] is not None:
+            entry["states"][row["state"]] = row["jobs"]
+        if row["oldest_ready_seconds"] is not None:
+            entry["oldest_ready_seconds"] = max(float(row["oldest_ready_seconds"]), 0.0)
+    for entry in queues.values():
+        entry["depth"] = entry["states"]["ready"]
+    return [queues[q] for q in sorted(queues)]
+
+
+def workers() -> list[dict[str, Any]]:
+    """Every live worker: id, host, pid, queues, slots, in-flight job ids, heartbeat."""
+    live = (
+        Worker.objects.using(get_settings().DATABASE)
+        .filter(expires_at__gt=Now())
+        .order_by("id")
+    )
+    return [
+        {
+            "id": w.id,
+            "host": w.host,
+            "pid": w.pid,
+            "queues": w.queues,
+            "slots": w.slots,
+            "in_flight": w.in_flight,
+            "started_at": w.started_at.isoformat(),
+            "heartbeat_at": w.heartbeat_at.isoformat(),
+        }
+        for w in live
+    ]

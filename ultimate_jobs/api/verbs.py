@@ -1,0 +1,203 @@
+"""Operator verbs shared by the admin, ``manage.py jobs`` and Python callers (P2, L4).
+
+Each verb runs one fenced statement and, when it moves nothing, reads the row once to
+say exactly why (not found, live, running, or a key a live job holds).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import psycopg
+from django.db import transaction
+
+from ultimate_jobs.api.reads import find_job, parse_job_id
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.ids import uuid7
+from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.exceptions import (
+    InvalidArgument,
+    JobDuplicate,
+    JobNotCancellable,
+    JobNotPromotable,
+    JobNotRemovable,
+    JobNotRequeueable,
+    QueryError,
+)
+from ultimate_jobs.models import FINISHED_STATES, Job, QueuePause
+from ultimate_jobs.sql import QUERIES
+
+
+def _db() -> DjangoDatabase:
+    return DjangoDatabase(get_settings().DATABASE)
+
+
+def retry(job_id: object, *, from_step: str | None = None) -> uuid.UUID:
+    """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
+
+    Its completed steps replay from storage; ``from_step`` drops that step and every
+    later one first, so they run again (P2). A live job is JobNotRequeueable; one whose
+    key a live job now holds is JobDuplicate.
+    """
+    if from_step is None:
+        return _requeue(parse_job_id(job_id))
+    pk = parse_job_id(job_id)
+    with transaction.atomic(using=get_settings().DATABASE):
+        dropped = _db().run(QUERIES["step_drop_from"], job_id=pk, name=from_step)
+        run_id = _requeue(pk)  # refused: the drop rolls back with it
+        if not dropped:
+            raise InvalidArgument("from_step", from_step, "the job has no such step")
+    return run_id
+
+
+def _requeue(pk: uuid.UUID) -> uuid.UUID:
+    run_id = uuid7()
+    try:
+        # A savepoint when the caller holds a transaction: a refused requeue leaves
+        # it usable for the reads that say why.
+        with transaction.atomic(using=get_settings().DATABASE):
+            rows = _db().run(QUERIES["job_requeue"], id=pk, run_id=run_id, now=None)
+    except QueryError as exc:
+        if (
+            isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
+            or "unique" in str(exc.__cause__).lower()
+        ):
+            job = find_job(pk)
+            raise JobDuplicate(job.name, job.idempotency_key, None) from exc
+        raise
+    if rows:
+        return run_id
+    job = find_job(pk)
+    if job.state not in FINISHED_STATES:
+        raise JobNotRequeueable(pk, job.state)
+    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job))
+
+
+def _live_holder(job: Job) -> uuid.UUID | None:
+    holder = (
+        Job.objects.using(get_settings().DATABASE)
+        .filter(
+            name=job.name, tenant_id=job.tenant_id, idempotency_key=job.idempotency_key
+        )
+        .exclude(state__in=FINISHED_STATES)
+        .values_list("id", flat=True)
+        .first()
+    )
+    return holder
+
+
+def cancel(job_id: object, reason: str = "") -> None:
+    """Cancel one live job: a queued one at once, a running one at its next heartbeat."""
+    pk = parse_job_id(job_id)
+    if _db().run(QUERIES["job_cancel"], id=pk, reason=reason[:1000], now=None):
+        return
+    raise JobNotCancellable(pk, find_job(pk).state)
+
+
+def remove(job_id: object) -> None:
+    """Delete one job that is not running (cancel a running one first)."""
+    pk = parse_job_id(job_id)
+    if _db().run(QUERIES["job_remove"], id=pk):
+        return
+    raise JobNotRemovable(pk, find_job(pk).state)
+
+
+def promote(job_id: object) -> None:
+    """Make a job that waits on its run time due now."""
+    pk = parse_job_id(job_id)
+    if _db().run(QUERIES["job_promote"], id=pk, now=None):
+        return
+    raise JobNotPromotable(pk, find_job(pk).state)
+
+
+def pause_queue(queue: str, *, by: str = "") -> bool:
+    """Pause a queue: no worker claims from it from its next claim on; enqueues land.
+    Answers whether it was running (False: it was paused already)."""
+    return bool(
+        _db().run(
+            QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by[:255]
+        )
+    )
+
+
+def resume_queue(queue: str) -> bool:
+    """Resume a paused queue; answers whether it was paused."""
+    return bool(_db().run(QUERIES["queue_resume"], queue=validate_queue(queue)))
+
+
+def paused_queues() -> list[str]:
+    """The paused queues, by name."""
+    return list(
+        QueuePause.objects.using(get_settings().DATABASE)
+        .order_by("queue")
+        .values_list("queue", flat=True)
+    )
+
+
+BULK_LIMIT = 1000
+_BULK = {
+    "retry": ("requeue", ("done", "failed", "dead", "cancelled")),
+    "cancel": ("cancel", ("ready", "delayed", "running", "suspended")),
+    "remove": (
+        "remove",
+        ("ready", "delayed", "suspended", "done", "failed", "dead", "cancelled"),
+    ),
+    "promote": ("promote", ("delayed", "suspended")),
+}
+
+
+def bulk(
+    verb: str,
+    *,
+    state: str,
+    queue: str | None = None,
+    name: str | None = None,
+    tenant_id: str | None = None,
+    reason: str = "",
+) -> dict[str, int]:
+    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
+
+    Answers ``{"affected": n, "remaining": m}``: ``remaining`` is what another call could
+    still move (a row whose key a live job holds is not counted), so calling until it is
+    zero ends. Each row moves through the same fenced statement as the single verb.
+    """
+    if verb not in _BULK:
+        raise InvalidArgument("verb", verb, f"one of {', '.join(_BULK)}")
+    kind, states = _BULK[verb]
+    if state not in states:
+        raise InvalidArgument(
+            "state", state, f"{verb} takes one of {', '.join(states)}"
+        )
+    rows = _db().run(
+        QUERIES["job_bulk_candidates"],
+        state=state,
+        queue=queue,
+        name=name,
+        tenant_id=tenant_id,
+        requeue=kind == "requeue",
+        limit=BULK_LIMIT,
+    )
+    single: dict[str, Callable[[object], object]] = {
+        "retry": retry,
+        "remove": remove,
+        "promote": promote,
+    }
+    affected = 0
+    for row in rows:
+        try:
+            if verb == "cancel":
+                cancel(row["id"], reason)
+            else:
+                single[verb](row["id"])
+        except (
+            JobNotRequeueable,
+            JobNotCancellable,
+            JobNotRemovable,
+            JobNotPromotable,
+            JobDuplicate,
+        ):
+            continue  # it moved on (or a key was taken) between the read and the write
+        affected += 1
+    return {"affected": affected, "remaining": rows[0]["remaining"] if rows else 0}

@@ -1,0 +1,278 @@
+"""What a job is: the definition ``@job`` freezes, checked field by field (J1-J5).
+
+A job is a module-level function whose first parameter is the run context; the rest is
+its input. ``declare`` checks every field where it is written and answers a
+``JobDefinition``; ``@job`` (ultimate_jobs.enqueue.handle) wraps it in the handle that
+puts the job on the queue. Pure: no database, no settings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.apps import apps
+
+from ultimate_jobs.declaration.durations import (
+    optional_duration,
+    parse_duration,
+)
+from ultimate_jobs.declaration.payload import Signature, read_signature
+from ultimate_jobs.declaration.queues import DEFAULT_QUEUE, validate_queue
+from ultimate_jobs.declaration.retention import check_retention
+from ultimate_jobs.declaration.retry import Retry
+from ultimate_jobs.exceptions import (
+    IdempotencyRequired,
+    InvalidArgument,
+    JobDeclarationInvalid,
+    JobTenantRequired,
+)
+
+WhenBusy = Literal["wait", "fail"]
+MAX_KEY_LENGTH = 512
+MAX_CONCURRENCY_KEY_LENGTH = 200
+
+
+class NoTenant:
+    """The tenant of a job that belongs to no tenant."""
+
+    _instance: NoTenant | None = None
+
+    def __new__(cls) -> NoTenant:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_TENANT"
+
+
+NO_TENANT = NoTenant()
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """At most ``limit`` runs per key, fleet-wide (L2)."""
+
+    key: Callable[[dict[str, Any]], str]
+    limit: int = 1
+    when_busy: WhenBusy = "wait"
+
+    def __post_init__(self) -> None:
+        if not callable(self.key):
+            raise JobDeclarationInvalid(
+                "concurrency.key", self.key, "a function of the input"
+            )
+        if (
+            isinstance(self.limit, bool)
+            or not isinstance(self.limit, int)
+            or self.limit < 1
+        ):
+            raise JobDeclarationInvalid(
+                "concurrency.limit", self.limit, "a whole number of at least 1"
+            )
+        if self.when_busy not in ("wait", "fail"):
+            raise JobDeclarationInvalid(
+                "concurrency.when_busy", self.when_busy, "'wait' or 'fail'"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class JobDefinition:
+    """Everything declared about one job, checked and normalised (durations in seconds)."""
+
+    name: str
+    func: Callable[..., Any]
+    idempotency_key: Callable[[dict[str, Any]], str]
+    tenant: Callable[[dict[str, Any]], Any] | NoTenant
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    description: str = ""
+    timeout: float | None = None
+    step_timeout: float | None = None
+    event_poll: float = 30.0
+    concurrency: int | Concurrency | None = None
+    on_settled: Callable[[Any], Any] | None = None
+    retry: Retry = field(default_factory=Retry)
+    dead_letter: bool = True
+    retention: Mapping[str, Any] = field(default_factory=dict)
+    signature: Signature = field(
+        default_factory=lambda: Signature((), accepts_any=False)
+    )
+    is_async: bool = False
+
+    @property
+    def origin(self) -> str:
+        """Where the function is defined, e.g. ``myapp.jobs.onboard_org``."""
+        return f"{self.func.__module__}.{self.func.__qualname__}"
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest entry for this job (J7)."""
+        concurrency: Any = self.concurrency
+        if isinstance(concurrency, Concurrency):
+            concurrency = {
+                "limit": concurrency.limit,
+                "when_busy": concurrency.when_busy,
+                "keyed": True,
+            }
+        return {
+            "kind": "job",
+            "name": self.name,
+            "origin": self.origin,
+            "queue": self.queue,
+            "priority": self.priority,
+            "description": self.description,
+            "retry": {
+                "attempts": self.retry.attempts,
+                "backoff": self.retry.backoff,
+                "delay": self.retry.delay_seconds,
+                "max_delay": self.retry.max_delay_seconds,
+                "jitter": self.retry.jitter,
+            },
+            "dead_letter": self.dead_letter,
+            "timeout": self.timeout,
+            "step_timeout": self.step_timeout,
+            "event_poll": self.event_poll,
+            "concurrency": concurrency,
+            "tenant": "none" if isinstance(self.tenant, NoTenant) else "per-input",
+            "async": self.is_async,
+            "input": self.signature.describe(),
+        }
+
+
+def default_name(func: Callable[..., Any]) -> str:
+    """``<app_label>.<function>``, or ``<module>.<function>`` outside any installed app."""
+    module = func.__module__
+    if apps.apps_ready:
+        app = apps.get_containing_app_config(module)
+        if app is not None:
+            return f"{app.label}.{func.__name__}"
+    return f"{module}.{func.__name__}"
+
+
+def _check_callable(
+    name: str, value: object, job: str, error: type[JobDeclarationInvalid]
+) -> None:
+    if value is None:
+        raise error(
+            name,
+            value,
+            f"required: a function of the input ({'or NO_TENANT' if name == 'tenant' else 'returning a non-empty string'})",
+            job=job,
+        )
+    if not callable(value):
+        raise error(name, value, "expected a function of the input", job=job)
+
+
+def _check_concurrency(value: object, job: str) -> int | Concurrency | None:
+    if value is None or isinstance(value, Concurrency):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobDeclarationInvalid(
+            "concurrency",
+            value,
+            "a whole number of at least 1, or Concurrency(...)",
+            job=job,
+        )
+    return value
+
+
+def check_priority(
+    value: object,
+    *,
+    field: str = "priority",
+    job: str = "",
+    error: type[InvalidArgument] = JobDeclarationInvalid,
+) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not -100 <= value <= 100
+    ):
+        raise error(
+            field, value, "a whole number from -100 to 100 (higher runs first)", job=job
+        )
+    return value
+
+
+def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
+    """Check every field of one ``@job`` declaration; answer the frozen definition."""
+    if not callable(func) or not inspect.isfunction(func):
+        raise JobDeclarationInvalid(
+            "function", func, "@job decorates a module-level function"
+        )
+    job_name = fields["name"] if fields["name"] is not None else default_name(func)
+    if not isinstance(job_name, str) or not job_name or len(job_name) > 200:
+        raise JobDeclarationInvalid(
+            "name", job_name, "a non-empty string of at most 200 characters"
+        )
+    if "<locals>" in func.__qualname__ and fields["name"] is None:
+        raise JobDeclarationInvalid(
+            "function",
+            func.__qualname__,
+            "a job is a module-level function (or give it name=)",
+            job=job_name,
+        )
+    _check_callable(
+        "idempotency_key", fields["idempotency_key"], job_name, IdempotencyRequired
+    )
+    if not isinstance(fields["tenant"], NoTenant):
+        _check_callable("tenant", fields["tenant"], job_name, JobTenantRequired)
+    try:
+        queue = validate_queue(fields["queue"], job=job_name)
+    except InvalidArgument as exc:
+        raise JobDeclarationInvalid(
+            "queue", fields["queue"], exc.reason, job=job_name
+        ) from None
+    description = fields["description"]
+    if not isinstance(description, str) or len(description) > 255:
+        raise JobDeclarationInvalid(
+            "description",
+            description,
+            "one sentence of at most 255 characters",
+            job=job_name,
+        )
+    if not isinstance(fields["dead_letter"], bool):
+        raise JobDeclarationInvalid(
+            "dead_letter", fields["dead_letter"], "True or False", job=job_name
+        )
+    on_settled = fields["on_settled"]
+    if on_settled is not None and not callable(on_settled):
+        raise JobDeclarationInvalid(
+            "on_settled", on_settled, "a function of the settlement", job=job_name
+        )
+    retry = fields["retry"] if fields["retry"] is not None else Retry()
+    if not isinstance(retry, Retry):
+        raise JobDeclarationInvalid("retry", retry, "a Retry(...)", job=job_name)
+
+    def duration(key: str) -> float | None:
+        return optional_duration(
+            fields[key], field=key, job=job_name, error=JobDeclarationInvalid
+        )
+
+    return JobDefinition(
+        name=job_name,
+        func=func,
+        idempotency_key=fields["idempotency_key"],
+        tenant=fields["tenant"],
+        queue=queue,
+        priority=check_priority(fields["priority"], job=job_name),
+        description=description,
+        timeout=duration("timeout"),
+        step_timeout=duration("step_timeout"),
+        event_poll=parse_duration(
+            fields["event_poll"],
+            field="event_poll",
+            job=job_name,
+            error=JobDeclarationInvalid,
+        ),
+        concurrency=_check_concurrency(fields["concurrency"], job_name),
+        on_settled=on_settled,
+        retry=retry,
+        dead_letter=fields["dead_letter"],
+        retention=check_retention(fields["retention"], job_name),
+        signature=read_signature(func, job=job_name),
+        is_async=inspect.iscoroutinefunction(func),
+    )

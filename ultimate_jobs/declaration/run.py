@@ -1,0 +1,178 @@
+"""The run context: the first parameter of every job function.
+
+A ``Run`` describes one attempt of one job (ids, input, attempt, tenant, correlation id)
+and carries its ``CancelToken``, which the worker sets when the attempt must stop: the
+worker is draining (``DRAINING``), the lease was lost (``LEASE_LOST``), an operator
+cancelled the job (``CANCELLED``) or a deadline passed (``TIMEOUT``).
+
+The durable verbs (``step``, ``atomic_step``, ``sleep``, ``wait_for_event``,
+``reschedule``, ``progress``) are kept by the attempt's ``Journal`` (steps.py); a Run
+made outside a worker or the testing runner has none, and refuses them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ultimate_jobs.exceptions import JobAborted
+
+if TYPE_CHECKING:
+    from ultimate_jobs.declaration.durations import Duration
+    from ultimate_jobs.durable.steps import Journal
+
+DRAINING = "DRAINING"
+LEASE_LOST = "LEASE_LOST"
+CANCELLED = "CANCELLED"
+TIMEOUT = "TIMEOUT"
+
+
+class CancelToken:
+    """Set once, with a reason, when the attempt must stop; bodies poll or wait on it."""
+
+    __slots__ = ("_event", "_lock", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+
+    def cancel(self, reason: str) -> bool:
+        """Set the token; answers False when it was already set (the first reason wins)."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.reason = reason
+            self._event.set()
+            return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the token is set or ``timeout`` passes; answers is_set()."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise JobAborted when the token is set."""
+        if self._event.is_set():
+            raise JobAborted(self.reason or "cancelled")
+
+    def __repr__(self) -> str:
+        return (
+            f"<CancelToken {'set: ' + str(self.reason) if self.is_set() else 'clear'}>"
+        )
+
+
+@dataclass(eq=False)
+class Run:
+    """One attempt of one job, as its body sees it."""
+
+    job_id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    input: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    tenant_id: str | None
+    enqueued_by: str = ""
+    correlation_id: str = ""
+    queue: str = "default"
+    cancel_token: CancelToken = field(default_factory=CancelToken)
+    journal: Journal | None = field(default=None, repr=False)
+    logger: logging.LoggerAdapter[logging.Logger] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.logger = logging.LoggerAdapter(
+            logging.getLogger("ultimate_jobs.run"),
+            {
+                "job_id": str(self.job_id),
+                "run_id": str(self.run_id),
+                "job_name": self.name,
+                "attempt": self.attempt,
+                "tenant_id": self.tenant_id,
+                "correlation_id": self.correlation_id,
+            },
+        )
+
+    @property
+    def final_attempt(self) -> bool:
+        """True when a failure now would not be retried for want of attempts (R3)."""
+        return self.attempt >= self.max_attempts
+
+    @property
+    def cancelled(self) -> bool:
+        """The same as ``run.cancel_token.is_set()``."""
+        return self.cancel_token.is_set()
+
+    # -- durable steps (S1-S9; docs/steps.md) ----------------------------------------
+
+    def _journal(self) -> Journal:
+        if self.journal is None:
+            raise RuntimeError(
+                "this Run has no journal: steps need a claimed run (a worker, or the "
+                "testing runner's jobs.run())"
+            )
+        return self.journal
+
+    def step(self, name: str, fn: Callable[..., Any]) -> Any:
+        """Run ``fn`` once ever for this job and answer its JSON result (S1).
+
+        A later attempt answers the stored result without calling ``fn``. ``fn`` takes
+        no argument, or the cancel token. A name used twice in one attempt is
+        StepDuplicate (S2); a step that raises records nothing.
+        """
+        return self._journal().step(name, fn)
+
+    def atomic_step(
+        self, name: str, fn: Callable[..., Any], *, using: str | None = None
+    ) -> Any:
+        """Like ``step``, with ``fn``'s writes and the checkpoint in ONE transaction
+        on the jobs database (S9): exactly once for writes there. ``using`` is the
+        alias ``fn`` writes (default "default"); another alias than the jobs one is
+        refused."""
+        return self._journal().atomic_step(name, fn, using=using)
+
+    def sleep(
+        self, name_or_duration: str | Duration, duration: Duration | None = None
+    ) -> None:
+        """Suspend the run for a duration (S3): ``run.sleep("3d")`` or
+        ``run.sleep("nudge-wait", "3d")``. Raises RunSuspended, which the body must
+        not catch; on wake the body replays from the top and the sleep returns."""
+        self._journal().sleep(name_or_duration, duration)
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        timeout_ok: bool = False,
+    ) -> Any:
+        """Suspend until ``publish_event(event, payload)`` publishes a payload that
+        contains ``match``, and answer that payload (S4). Past ``timeout`` raise
+        EventTimeout (a JobTimeout), or answer None when ``timeout_ok``."""
+        return self._journal().wait_for_event(
+            name, event, match=match, timeout=timeout, timeout_ok=timeout_ok
+        )
+
+    def reschedule(
+        self,
+        *,
+        delay: Duration | None = None,
+        run_at: Any = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
+        """When the body returns, run this job again as a new stage (S5): ``input``
+        (default: the current one), due after ``delay`` or at ``run_at``, with a fresh
+        attempt budget. Checked now; dropped if the body raises."""
+        self._journal().reschedule(delay=delay, run_at=run_at, input=input)
+
+    def progress(self, done: float, total: float, note: str | None = None) -> None:
+        """Record how far the job has come (S7); written at most once a second."""
+        self._journal().progress.report(done, total, note)

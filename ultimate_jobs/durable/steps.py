@@ -1,0 +1,420 @@
+"""Durable steps (S1-S4, S9): what ``run.step``, ``run.atomic_step``, ``run.sleep`` and
+``run.wait_for_event`` do, for one attempt of one job.
+
+A ``Journal`` is the run's record in ``ultimate_jobs_step`` as one attempt sees it. The
+step name is the replay key: a step recorded by an earlier attempt answers its stored
+output without running again; a step runs, and its JSON result is written (fenced on
+the claim, W3) before the call returns. A name used twice in one attempt is
+``StepDuplicate``. Sleeps and waits record their wake time or deadline once and then
+suspend the run by raising ``RunSuspended``, which the executor turns into a
+suspension (no attempt spent); on wake the body replays from the top.
+
+Step statements run on the executor's connection (a worker's handler thread owns one,
+autocommit, so a checkpoint is durable when the call returns); ``atomic_step`` writes its
+checkpoint on Django's connection for the jobs alias, the one the body's ORM writes use,
+so the body's writes and the checkpoint commit in one transaction.
+
+Past the run's cancel no new step starts (``JobAborted``). During a drain the row is
+still this worker's: a step whose function has already returned is still recorded, and
+a sleep or a wait still parks the run (which frees the worker, as the drain wants);
+after a deadline, a lost lease or an operator's cancel they are refused (``JobAborted``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+from ultimate_jobs.db import Database, Row
+from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.durations import (
+    Duration,
+    optional_duration,
+    parse_duration,
+)
+from ultimate_jobs.declaration.run import DRAINING, CancelToken
+from ultimate_jobs.durable.deadlines import Deadlines
+from ultimate_jobs.durable.progress import Progress
+from ultimate_jobs.durable.reschedule import Reschedule, reschedule_intent
+from ultimate_jobs.exceptions import (
+    EventTimeout,
+    InvalidArgument,
+    JobAborted,
+    LeaseLost,
+    RunSuspended,
+    StepDuplicate,
+)
+from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import ClaimedJob
+
+logger = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A step an earlier attempt (or this one) recorded."""
+
+    kind: str
+    status: str
+    output: Any
+    wake_at: Any
+
+
+def check_name(name: object, field: str = "name") -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+        raise InvalidArgument(
+            field, name, f"a non-empty string of at most {MAX_NAME_LENGTH} characters"
+        )
+    return name
+
+
+def encode_output(job: str, name: str, value: Any) -> str:
+    """The stored JSON of a step result; a value JSON cannot hold is refused."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(
+            f"result of step {name!r}",
+            value,
+            f"a step returns JSON (dict, list, str, int, float, bool, None): {exc}",
+            job=job,
+        ) from None
+
+
+def _decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _takes_token(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` has a required positional parameter: it gets the cancel token."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        for p in parameters
+    )
+
+
+def sleep_name(duration: Duration) -> str:
+    """The step name of ``run.sleep(duration)``: ``sleep:3d``, ``sleep:90s``."""
+    if isinstance(duration, str):
+        return f"sleep:{duration.strip()}"
+    seconds = parse_duration(duration, field="duration")
+    return f"sleep:{seconds:g}s"
+
+
+class Journal:
+    """The durable record of one run, as one attempt reads and writes it."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        atomic_db: Database,
+        alias: str,
+        job: ClaimedJob,
+        definition: JobDefinition,
+        token: CancelToken,
+        deadlines: Deadlines,
+        now: Callable[[], Any],
+    ) -> None:
+        self.db = db
+        self.atomic_db = atomic_db
+        self.alias = alias
+        self.job = job
+        self.definition = definition
+        self.token = token
+        self.deadlines = deadlines
+        self.now = now
+        self.suspension: RunSuspended | None = None
+        self.rescheduled: Reschedule | None = None
+        self.progress = Progress(self._write_progress, token)
+        self._stored: dict[str, Stored] | None = None
+        self._seen: set[str] = set()
+
+    # -- run.step / run.atomic_step ------------------------------------------------
+
+    def step(self, name: str, fn: Callable[..., Any]) -> Any:
+        """Run ``fn`` once ever for this job; answer its (stored) JSON result (S1)."""
+        stored = self._enter(check_name(name), "step")
+        if stored is not None:
+            return stored.output
+        self._refuse_to_start(name)
+        started = time.monotonic()
+        with self.deadlines.step(name):
+            result = self._call(fn)
+        return self._record(name, "step", result, started)
+
+    def atomic_step(
+        self, name: str, fn: Callable[..., Any], *, using: str | None = None
+    ) -> Any:
+        """Run ``fn`` and record its result in ONE transaction on the jobs database (S9)."""
+        stored = self._enter(check_name(name), "atomic")
+        if stored is not None:
+            return stored.output
+        alias = using or DEFAULT_DB_ALIAS
+        if alias != self.alias:
+            raise InvalidArgument(
+                "using",
+                alias,
+                f"atomic_step commits fn's writes with its checkpoint in one transaction "
+                f"on the jobs database {self.alias!r}; fn must write there "
+                "(use run.step, at least once, for another database)",
+                job=self.definition.name,
+            )
+        self._refuse_to_start(name)
+        started = time.monotonic()
+        with self.deadlines.step(name), transaction.atomic(using=self.alias):
+            result = self._call(fn)
+            return self._record(name, "atomic", result, started, db=self.atomic_db)
+
+    # -- run.sleep -------------------------------------------------------------------
+
+    def sleep(
+        self, name_or_duration: str | Duration, duration: Duration | None
+    ) -> None:
+        """Suspend the run until the clock passes the sleep's wake time (S3)."""
+        if duration is None:
+            duration, name = name_or_duration, sleep_name(name_or_duration)
+        else:
+            name = check_name(name_or_duration)
+        seconds = parse_duration(duration, field="duration", job=self.definition.name)
+        stored = self._enter(name, "sleep")
+        if stored is not None and stored.status == "done":
+            return
+        self._refuse_to_park(name)
+        if stored is None:
+            rows = self._write("step_sleep", name=name, seconds=seconds)
+            self._suspend(RunSuspended(name, wake_at=rows[0]["wake_at"]))
+        if self.db.run(
+            QUERIES["step_wake"], **self._claim(), name=name, now=self.now()
+        ):
+            self._remember(name, "sleep", "done", None, stored.wake_at)
+            return
+        self._suspend(RunSuspended(name, wake_at=stored.wake_at))
+
+    # -- run.wait_for_event ----------------------------------------------------------
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        timeout_ok: bool = False,
+    ) -> Any:
+        """Answer the payload of the first matching publication, suspending until one
+        comes (S4); at the timeout raise EventTimeout, or answer None with timeout_ok."""
+        check_name(event, "event")
+        wanted = self._match(match)
+        seconds = optional_duration(timeout, field="timeout", job=self.definition.name)
+        stored = self._enter(check_name(name), "event")
+        if stored is not None and stored.status != "waiting":
+            return self._answer(name, event, stored.status, stored.output, timeout_ok)
+        self._refuse_to_park(name)
+        if stored is None:
+            self._write(
+                "step_wait", name=name, event=event, match=wanted, timeout=seconds
+            )
+        rows = self._write("step_take_event", name=name)
+        status, output = rows[0]["status"], _decode(rows[0]["output"])
+        if status == "waiting":
+            self._suspend(
+                RunSuspended(
+                    name,
+                    wake_at=rows[0]["wake_at"],
+                    poll=self.definition.event_poll,
+                    waiting=True,
+                )
+            )
+        self._remember(name, "event", status, output, rows[0]["wake_at"])
+        return self._answer(name, event, status, output, timeout_ok)
+
+    def _answer(
+        self,
+        name: str,
+        event: str,
+        status: str,
+        output: Any,
+        timeout_ok: bool,  # noqa: FBT001 - internal
+    ) -> Any:
+        if status == "timed_out":
+            if timeout_ok:
+                return None
+            raise EventTimeout(self.definition.name, name, event)
+        return output
+
+    def _match(self, match: Mapping[str, Any] | None) -> str:
+        if match is None:
+            return "{}"
+        if not isinstance(match, Mapping):
+            raise InvalidArgument(
+                "match",
+                match,
+                "a dict the payload must contain",
+                job=self.definition.name,
+            )
+        return encode_output(self.definition.name, "match", dict(match))
+
+    # -- run.reschedule / run.progress -----------------------------------------------
+
+    def reschedule(
+        self,
+        *,
+        delay: Duration | None = None,
+        run_at: Any = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record the intent to run the job again as a new stage (S5)."""
+        self.rescheduled = reschedule_intent(
+            self.definition,
+            self.job["input"],
+            delay=delay,
+            run_at=run_at,
+            input=input,
+        )
+
+    def _write_progress(self, value: str) -> None:
+        if not self.db.run(
+            QUERIES["job_progress"],
+            id=self.job["id"],
+            lease_owner=self.job["lease_owner"],
+            progress=value,
+        ):
+            raise LeaseLost(
+                f"{self.definition.name}: progress refused, the claim is lost"
+            )
+
+    # -- the guards ------------------------------------------------------------------
+
+    def _enter(self, name: str, kind: str) -> Stored | None:
+        """Check the name once per attempt (S2) and answer what storage holds for it."""
+        if self.suspension is not None:
+            raise self.suspension  # the body swallowed its suspension: park it again
+        if name in self._seen:
+            raise StepDuplicate(self.definition.name, name)
+        self._seen.add(name)
+        stored = self._load().get(name)
+        if stored is not None and stored.kind != kind:
+            raise InvalidArgument(
+                "name",
+                name,
+                f"recorded as a {stored.kind} step, now asked as a {kind} step: "
+                "step names must be deterministic",
+                job=self.definition.name,
+            )
+        return stored
+
+    def _refuse_to_start(self, name: str) -> None:
+        if self.token.is_set():
+            raise JobAborted(f"{self.token.reason}, before step {name!r}")
+
+    def _refuse_to_record(self, name: str) -> None:
+        # A drain leaves the row this worker's: a finished step is still worth keeping.
+        if self.token.is_set() and self.token.reason != DRAINING:
+            raise JobAborted(f"{self.token.reason}, step {name!r} not recorded")
+
+    def _refuse_to_park(self, name: str) -> None:
+        # Parking frees the worker, which is what a drain wants: a sleep or a wait
+        # reached during a drain suspends the run rather than interrupting it.
+        if self.token.is_set() and self.token.reason != DRAINING:
+            raise JobAborted(f"{self.token.reason}, {name!r} not parked")
+
+    def _suspend(self, suspension: RunSuspended) -> NoReturn:
+        self.suspension = suspension
+        raise suspension
+
+    # -- storage ---------------------------------------------------------------------
+
+    def _load(self) -> dict[str, Stored]:
+        if self._stored is None:
+            rows = self.db.run(QUERIES["step_list"], job_id=self.job["id"])
+            self._stored = {
+                r["name"]: Stored(
+                    r["kind"], r["status"], _decode(r["output"]), r["wake_at"]
+                )
+                for r in rows
+            }
+        return self._stored
+
+    def _remember(
+        self, name: str, kind: str, status: str, output: Any, wake_at: Any
+    ) -> None:
+        self._load()[name] = Stored(kind, status, output, wake_at)
+
+    def _claim(self) -> dict[str, Any]:
+        return {"job_id": self.job["id"], "lease_owner": self.job["lease_owner"]}
+
+    def _write(
+        self, query: str, *, db: Database | None = None, **params: Any
+    ) -> list[Row]:
+        """A fenced step write; no row answered means the claim is lost."""
+        statement = QUERIES[query]
+        given = {
+            **self._claim(),
+            "attempt": self.job["attempt"],
+            "now": self.now(),
+            **params,
+        }
+        rows = (db or self.db).run(
+            statement, **{k: v for k, v in given.items() if k in statement.params}
+        )
+        if not rows:
+            if self.token.is_set():
+                raise JobAborted(f"{self.token.reason}, {query} refused")
+            raise LeaseLost(
+                f"{self.definition.name}: {query} refused, the claim is no longer "
+                "this worker's"
+            )
+        return rows
+
+    def _call(self, fn: Callable[..., Any]) -> Any:
+        if not callable(fn):
+            raise InvalidArgument(
+                "fn", fn, "a function (of no argument, or of the cancel token)"
+            )
+        result = fn(self.token) if _takes_token(fn) else fn()
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise InvalidArgument(
+                "fn",
+                fn,
+                "a step function is synchronous (wrap async code in async_to_sync)",
+                job=self.definition.name,
+            )
+        return result
+
+    def _record(
+        self,
+        name: str,
+        kind: str,
+        result: Any,
+        started: float,
+        db: Database | None = None,
+    ) -> Any:
+        encoded = encode_output(self.definition.name, name, result)
+        self._refuse_to_record(name)
+        rows = self._write(
+            "step_record",
+            db=db,
+            name=name,
+            kind=kind,
+            output=encoded,
+            duration=time.monotonic() - started,
+        )
+        output = _decode(rows[0]["output"])
+        self._remember(name, kind, "done", output, None)
+        return output

@@ -1,0 +1,199 @@
+"""Checking inputs into job rows: the one row type every write path writes (J1-J3, L2).
+
+Everything that can be refused is refused here, before any statement runs, so a
+refused enqueue writes no row (B1). ``Row`` is the job row of every path (a direct
+enqueue, the outbox, a cron fire); its fields are the columns of the ``job_input``
+fragment of sql/jobs.sql, in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.context import current_correlation_id
+from ultimate_jobs.declaration.definition import (
+    MAX_CONCURRENCY_KEY_LENGTH,
+    MAX_KEY_LENGTH,
+    Concurrency,
+    JobDefinition,
+    NoTenant,
+)
+from ultimate_jobs.declaration.ids import uuid7s
+from ultimate_jobs.exceptions import (
+    InvalidArgument,
+    JobDeclarationInvalid,
+    JobsError,
+    JobTenantRequired,
+)
+from ultimate_jobs.limits.slots import keyed_lease_key
+
+if TYPE_CHECKING:
+    from ultimate_jobs.enqueue.handle import JobHandle
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One checked input, ready to be written: the job row of every write path.
+
+    The fields are the columns of the ``job_input`` fragment (sql/jobs.sql), in its
+    order; job_enqueue, outbox_stage and scheduler_fire take them as arrays named after
+    the fields (``array_params``).
+    """
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    queue: str
+    priority: int
+    input: str  # JSON text
+    tenant_id: str | None
+    idempotency_key: str
+    max_attempts: int
+    run_at: Any
+    delay: float
+    correlation_id: str
+    enqueued_by: str
+    concurrency_key: str | None = None  # the lease key of a keyed limit (L2)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Row:
+        """The row of a stored record (a claimed outbox row): same ids, and its
+        ``run_at`` already resolved, so no delay."""
+        return cls(
+            **{name: record[name] for name in FIELDS if name != "delay"}, delay=0.0
+        )
+
+
+FIELDS = tuple(field.name for field in dataclasses.fields(Row))
+
+
+def _call(
+    definition: JobDefinition, field: str, function: Any, kwargs: dict[str, Any]
+) -> Any:
+    try:
+        return function(kwargs)
+    except JobsError:
+        raise
+    except Exception as exc:
+        raise JobDeclarationInvalid(
+            field, kwargs, f"raised {exc!r}", job=definition.name
+        ) from exc
+
+
+def idempotency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str:
+    key = _call(definition, "idempotency_key", definition.idempotency_key, kwargs)
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+        raise JobDeclarationInvalid(
+            "idempotency_key",
+            key,
+            f"must answer a non-empty string of at most {MAX_KEY_LENGTH} characters",
+            job=definition.name,
+        )
+    return key
+
+
+def tenant_of(
+    definition: JobDefinition, kwargs: dict[str, Any], actor: Any = None
+) -> str | None:
+    if isinstance(definition.tenant, NoTenant):
+        return None
+    tenant = _call(definition, "tenant", definition.tenant, kwargs)
+    if tenant is None and actor is not None:
+        tenant = getattr(actor, "tenant_id", None)
+    if isinstance(tenant, int) and not isinstance(tenant, bool):
+        tenant = str(tenant)
+    if isinstance(tenant, uuid.UUID):
+        tenant = str(tenant)
+    if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
+        raise JobTenantRequired(
+            "tenant",
+            tenant,
+            "must answer a tenant id (a non-empty string); declare tenant=NO_TENANT for none",
+            job=definition.name,
+        )
+    return tenant
+
+
+def concurrency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str | None:
+    if not isinstance(definition.concurrency, Concurrency):
+        return None
+    key = _call(definition, "concurrency.key", definition.concurrency.key, kwargs)
+    if not isinstance(key, str) or not key or len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+        raise JobDeclarationInvalid(
+            "concurrency.key",
+            key,
+            f"must answer a non-empty string of at most {MAX_CONCURRENCY_KEY_LENGTH} characters",
+            job=definition.name,
+        )
+    return key
+
+
+def actor_id(actor: Any) -> str:
+    if actor is None:
+        return ""
+    if isinstance(actor, str):
+        return actor
+    pk = getattr(actor, "pk", None) or getattr(actor, "id", None)
+    return str(pk if pk is not None else actor)[:255]
+
+
+def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
+    """Check every input and answer the rows to write; raises before anything is written."""
+    definition, options = handle.definition, handle.options
+    ids = uuid7s(2 * len(inputs))
+    correlation_id = current_correlation_id()[:255]
+    enqueued_by = actor_id(options.actor)
+    queue = options.queue or definition.queue
+    priority = definition.priority if options.priority is None else options.priority
+    rows = []
+    for index, kwargs in enumerate(inputs):
+        if not isinstance(kwargs, dict):
+            raise InvalidArgument(
+                f"inputs[{index}]",
+                kwargs,
+                "each input is a dict of keyword arguments",
+                job=definition.name,
+            )
+        encoded = payload.encode(definition.name, definition.signature, kwargs)
+        key = concurrency_key_of(definition, kwargs)
+        rows.append(
+            Row(
+                id=ids[2 * index],
+                run_id=options.run_id or ids[2 * index + 1],
+                name=definition.name,
+                queue=queue,
+                priority=priority,
+                input=encoded,
+                tenant_id=tenant_of(definition, kwargs, options.actor),
+                idempotency_key=idempotency_key_of(definition, kwargs),
+                max_attempts=definition.retry.attempts,
+                run_at=options.run_at,
+                delay=options.delay,
+                correlation_id=correlation_id,
+                enqueued_by=enqueued_by,
+                concurrency_key=None
+                if key is None
+                else keyed_lease_key(definition.name, key),
+            )
+        )
+    return rows
+
+
+def array_params(rows: list[Row]) -> dict[str, Any]:
+    """The rows as one array per field (H3: a fixed parameter count for any batch)."""
+    return {name: [getattr(row, name) for row in rows] for name in FIELDS}
+
+
+def holder_params(rows: list[Row]) -> dict[str, Any]:
+    """The parameters of job_holders: who holds each row's place."""
+    return {
+        "id": [row.id for row in rows],
+        "name": [row.name for row in rows],
+        "tenant_id": [row.tenant_id for row in rows],
+        "idempotency_key": [row.idempotency_key for row in rows],
+    }

@@ -1,0 +1,126 @@
+"""The write path of an enqueue: check every input, then one statement for the batch.
+
+Everything that can be refused is refused before the statement runs, so a refused
+enqueue writes no row (B1). ``job_enqueue`` inserts the batch with array parameters
+(H3) and answers, per input, the id of the row it wrote or of the live job that holds
+its idempotency key (J2). Inside a transaction the checked rows are staged in the
+outbox instead, on the caller's connection (outbox.py, O1).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.enqueue import outbox
+from ultimate_jobs.enqueue.options import Enqueued
+from ultimate_jobs.enqueue.rows import Row, array_params, build_rows, holder_params
+from ultimate_jobs.exceptions import (
+    JobDuplicate,
+)
+from ultimate_jobs.signals import job_enqueued
+from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
+
+if TYPE_CHECKING:
+    from ultimate_jobs.enqueue.handle import JobHandle
+
+logger = logging.getLogger(__name__)
+_RACE_RETRIES = 3
+
+
+def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]:
+    """Write rows with job_enqueue; answers one Enqueued per row, in order.
+
+    Rows that inserted nothing were deduped: job_holders names the job holding each
+    one's place. A row whose holder finished between the two statements is written
+    again (its key is free now).
+    """
+    answers: list[Enqueued | None] = [None] * len(rows)
+    pending = list(range(len(rows)))
+    for _ in range(_RACE_RETRIES):
+        batch = [rows[i] for i in pending]
+        inserted = {
+            r["id"] for r in db.run(JOB_ENQUEUE, now=now, **array_params(batch))
+        }
+        deduped = []
+        for index in pending:
+            row = rows[index]
+            if row.id in inserted:
+                answers[index] = Enqueued(row.id, row.run_id, deduped=False)
+            else:
+                deduped.append(index)
+        if not deduped:
+            return [a for a in answers if a is not None]
+        held = db.run(JOB_HOLDERS, **holder_params([rows[i] for i in deduped]))
+        found = {deduped[h["ord"] - 1]: h for h in held}
+        pending = []
+        for index in deduped:
+            holder = found.get(index)
+            if holder is None:
+                pending.append(index)
+            else:
+                answers[index] = Enqueued(holder["id"], holder["run_id"], deduped=True)
+        if not pending:
+            break
+    for index in pending:  # still racing after a few rounds: answer the row's own ids
+        answers[index] = Enqueued(rows[index].id, rows[index].run_id, deduped=True)
+    return [a for a in answers if a is not None]
+
+
+def enqueue_inputs(
+    handle: JobHandle, inputs: list[Any], *, single: bool
+) -> list[Enqueued]:
+    """Check, write and announce; the body of JobHandle.enqueue and .enqueue_many."""
+    if not inputs:
+        return []
+    rows = build_rows(handle, inputs)
+    settings = get_settings()
+    db = DjangoDatabase(settings.DATABASE)
+    staged = outbox.should_stage(settings, job=handle.name)
+    if staged:  # O1: in the caller's transaction, on its connection
+        answers = outbox.stage(
+            db,
+            rows,
+            job=handle.name,
+            refuse_held=handle.options.on_conflict == "error",
+        )
+    elif handle.options.on_conflict == "error" and not single:
+        with transaction.atomic(using=db.alias):
+            answers = publish(db, rows)
+            _raise_on_duplicate(handle, rows, answers)
+    else:
+        answers = publish(db, rows)
+        if handle.options.on_conflict == "error":
+            _raise_on_duplicate(handle, rows, answers)
+    # Signals are sent by the registered handle (not a .using() copy), so receivers
+    # can connect with sender=my_job.
+    registered = registry.get(handle.name) if handle.name in registry else handle
+    for row, answer in zip(rows, answers, strict=True):
+        logger.info(
+            "jobs.enqueued",
+            extra={
+                "job_id": str(answer.id),
+                "job_name": row.name,
+                "queue": row.queue,
+                "tenant_id": row.tenant_id,
+                "deduped": answer.deduped,
+                "staged": staged,
+                "correlation_id": row.correlation_id,
+            },
+        )
+        if not answer.deduped:
+            job_enqueued.send(sender=registered, enqueued=answer, handle=handle)
+    return answers
+
+
+def _raise_on_duplicate(
+    handle: JobHandle, rows: list[Row], answers: list[Enqueued]
+) -> None:
+    for row, answer in zip(rows, answers, strict=True):
+        if answer.deduped:
+            raise JobDuplicate(handle.name, row.idempotency_key, answer.id)

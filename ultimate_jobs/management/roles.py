@@ -1,0 +1,137 @@
+"""The roles one process can play (W1): worker, and the others as they register.
+
+``manage.py jobs_worker --roles worker,...`` builds one object per role and runs them
+together; ``jobs_relay`` and ``jobs_scheduler`` run one role each. Every role is a loop
+object with ``run()`` that returns when the shared Lifecycle stops (after draining).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ultimate_jobs.conf import JobsSettings
+from ultimate_jobs.runtime.lifecycle import Lifecycle
+from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
+from ultimate_jobs.runtime.wake import Wake
+from ultimate_jobs.runtime.worker import Worker
+from ultimate_jobs.scheduling.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+
+class Role(Protocol):
+    """A loop of one process: runs until the lifecycle stops."""
+
+    name: str
+
+    def run(self) -> int: ...
+
+
+@dataclass
+class RoleOptions:
+    """What the command line says about the roles of one process."""
+
+    settings: JobsSettings
+    lifecycle: Lifecycle
+    queues: Sequence[str] | None = None
+    concurrency: int | None = None
+    worker_id: str | None = None
+    max_jobs: int | None = None
+    wake: Wake | None = None  # the process's LISTEN session (None: poll only)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+RoleFactory = Callable[[RoleOptions], Role]
+
+
+def _worker(options: RoleOptions) -> Role:
+    return Worker(
+        queues=options.queues,
+        concurrency=options.concurrency,
+        worker_id=options.worker_id,
+        max_jobs=options.max_jobs,
+        settings=options.settings,
+        lifecycle=options.lifecycle,
+        wake=options.wake,
+        limits=options.extra.get("limits"),  # per-process budgets (L3)
+    )
+
+
+def _scheduler(options: RoleOptions) -> Role:
+    return Scheduler(
+        settings=options.settings, lifecycle=options.lifecycle, wake=options.wake
+    )
+
+
+def _relay(options: RoleOptions) -> Role:
+    return Relay(
+        settings=options.settings,
+        lifecycle=options.lifecycle,
+        wake=options.wake,
+        relay_id=options.worker_id,
+        batch_size=options.extra.get("batch_size", BATCH_SIZE),
+    )
+
+
+ROLES: dict[str, RoleFactory] = {
+    "worker": _worker,
+    "scheduler": _scheduler,
+    "relay": _relay,
+}
+# W1: one command makes a small deployment work.
+DEFAULT_ROLES = ("worker", "scheduler", "relay")
+
+
+def register_role(name: str, factory: RoleFactory) -> None:
+    """Make a role available to ``jobs_worker --roles``."""
+    ROLES[name] = factory
+
+
+def run_roles(roles: Sequence[Role], lifecycle: Lifecycle) -> int:
+    """Run the first role in this thread and the others beside it; stop them together."""
+    if not roles:
+        return 0
+    codes: dict[str, int] = {}
+
+    def run(role: Role) -> None:
+        try:
+            codes[role.name] = role.run()
+        except Exception:
+            logger.exception("jobs.role.crashed", extra={"role": role.name})
+            codes[role.name] = 1
+        finally:
+            lifecycle.stop()  # one role ending ends the process's other roles too
+
+    threads = [
+        threading.Thread(
+            target=run, args=(role,), name=f"jobs-{role.name}", daemon=True
+        )
+        for role in roles[1:]
+    ]
+    for thread in threads:
+        thread.start()
+    run(roles[0])
+    for thread in threads:
+        thread.join()
+    return max(codes.values(), default=0)
+
+
+def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
+    """Run the named roles in this process until SIGTERM/SIGINT: the body of
+    ``jobs_worker``, ``jobs_relay`` and ``jobs_scheduler``.
+
+    One Lifecycle takes the signals and one LISTEN session (when ``WAKE``) serves every
+    role. ``options`` are the fields of RoleOptions (queues, concurrency, worker_id,
+    max_jobs, extra).
+    """
+    lifecycle = Lifecycle()
+    lifecycle.install_signals()
+    wake = Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+    role_options = RoleOptions(
+        settings=settings, lifecycle=lifecycle, wake=wake, **options
+    )
+    return run_roles([ROLES[name](role_options) for name in names], lifecycle)

@@ -1,0 +1,521 @@
+"""Run one claimed job: decode, call the body, map how it ended to exactly one outcome (W9),
+and write that outcome with a statement fenced on the claim (W3).
+
+The worker and the testing helpers both come through here, so a test drains the queue
+through the same code and the same SQL a worker uses.
+
+A body that parks (``RunSuspended`` from run.sleep / run.wait_for_event) is suspended;
+one that called run.reschedule and returned starts its next stage; deadlines (S6) fail
+the attempt through ``Deadlines`` (deadlines.py), at the deadline itself when the worker
+gives a ``deadline_settler``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import async_to_sync
+from django.db import close_old_connections
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.context import correlation_scope, tenant_scope
+from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.registry import Registry, registry
+from ultimate_jobs.declaration.retry import classify
+from ultimate_jobs.declaration.run import (
+    CANCELLED,
+    DRAINING,
+    LEASE_LOST,
+    TIMEOUT,
+    CancelToken,
+    Run,
+)
+from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
+from ultimate_jobs.durable.steps import Journal
+from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.exceptions import (
+    JobsError,
+    JobTimeout,
+    RunSuspended,
+    UnknownJob,
+)
+from ultimate_jobs.observability import metrics
+from ultimate_jobs.runtime.outcomes import (
+    SETTLING_OUTCOMES,
+    Attempt,
+    Outcome,
+    Settled,
+    announce,
+    job_fields,
+)
+from ultimate_jobs.runtime.settle import Settler, error_code, format_error
+from ultimate_jobs.signals import job_settled, job_started
+from ultimate_jobs.sql.rows import ClaimedJob
+
+if TYPE_CHECKING:
+    from ultimate_jobs.runtime.acks import Acks
+
+logger = logging.getLogger(__name__)
+
+
+class Executor:
+    """Runs claimed rows, one at a time. One per thread: it owns a settler."""
+
+    def __init__(
+        self,
+        settler: Settler,
+        *,
+        jobs: Registry = registry,
+        manage_connections: bool = False,
+        body_context: Callable[
+            [], AbstractContextManager[Any]
+        ] = contextlib.nullcontext,
+        deadline_settler: Callable[[], Settler] | None = None,
+        acks: Acks | None = None,
+    ) -> None:
+        self.settler = settler
+        self.jobs = jobs
+        self.manage_connections = manage_connections
+        self.body_context = body_context  # the testing helpers use a savepoint
+        # S6: a settler of its own (its own connection) for failing an attempt at its
+        # deadline while the body still runs; without one (the testing runner) the
+        # attempt is failed when the body returns.
+        self.deadline_settler = deadline_settler
+        # N3: the worker's batching writer of completions (None: write each at once).
+        self.acks = acks
+        self.alias = get_settings().DATABASE
+
+    def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
+        func = handle.definition.func
+        with self.body_context():
+            if handle.definition.is_async:
+                # async_to_sync, not a bare event loop: the body's sync_to_async calls
+                # (the ORM) then run in this thread, on this thread's connection.
+                return async_to_sync(func)(run, **kwargs)
+            return func(run, **kwargs)
+
+    def execute(
+        self,
+        job: ClaimedJob,
+        token: CancelToken | None = None,
+        *,
+        before_settle: Callable[[], None] | None = None,
+    ) -> Attempt:
+        """Run one claimed row to exactly one outcome and write it.
+
+        ``before_settle`` is called just before the outcome is written (the worker marks
+        the job as settling, so its heartbeat stops renewing and reporting it).
+        """
+        self.settler.before_write = before_settle
+        started = time.monotonic()
+        token = token or CancelToken()
+        name = job["name"]
+        if self.manage_connections:
+            close_old_connections()
+        try:
+            try:
+                handle = self.jobs.get(name)
+            except UnknownJob as exc:
+                return self._failed(job, None, None, exc, token, started)
+            definition = handle.definition
+            try:
+                kwargs = payload.decode(name, definition.signature, job["input"])
+            except JobsError as exc:  # InvalidJobPayload: terminal on this attempt (J1)
+                return self._failed(job, handle, None, exc, token, started)
+            deadlines = Deadlines(token, step_timeout=definition.step_timeout)
+            journal = Journal(
+                db=self.settler.db,
+                atomic_db=DjangoDatabase(self.alias),
+                alias=self.alias,
+                job=job,
+                definition=definition,
+                token=token,
+                deadlines=deadlines,
+                now=self.settler.now,
+            )
+            run = Run(
+                job_id=job["id"],
+                run_id=job["run_id"],
+                name=name,
+                input=kwargs,
+                attempt=job["attempt"],
+                max_attempts=job["max_attempts"],
+                tenant_id=job["tenant_id"],
+                enqueued_by=job["enqueued_by"],
+                correlation_id=job["correlation_id"],
+                queue=job["queue"],
+                cancel_token=token,
+                journal=journal,
+            )
+            ending = _Ending(job, handle, kwargs, journal, token, started)
+            with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
+                job_started.send(sender=handle, run=run)
+                logger.info("jobs.attempt.started", extra=job_fields(job))
+                if self.deadline_settler is not None:
+                    deadlines.on_expiry = lambda what: self._settle_at_deadline(
+                        ending, before_settle
+                    )
+                timer = (
+                    deadlines.arm(definition.timeout, ATTEMPT)
+                    if definition.timeout is not None
+                    else None
+                )
+                try:
+                    ending.result = self._call(handle, run, kwargs)
+                except RunSuspended as suspension:
+                    ending.suspension = suspension
+                except BaseException as exc:
+                    if not isinstance(exc, Exception):
+                        raise
+                    ending.error = exc
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                return self._settle(ending)
+        finally:
+            if self.manage_connections:
+                close_old_connections()
+
+    def _settle(self, ending: _Ending) -> Attempt:
+        """Write the one outcome of the attempt (W9), unless its deadline did."""
+        job, journal, token = ending.job, ending.journal, ending.token
+        deadlines = journal.deadlines
+        if not deadlines.settle_once():
+            # The deadline failed the attempt while the body ran on (S6).
+            deadlines.settled_by_deadline.wait()
+            if ending.returned:
+                self._abandoned(ending)
+            return deadlines.outcome or self._unsettled(ending)
+        if journal.suspension is not None and ending.suspension is None:
+            # The body caught its own RunSuspended: the run suspends all the same.
+            logger.warning(
+                "jobs.suspension.swallowed",
+                extra={**job_fields(job), "step": journal.suspension.step},
+            )
+            ending.suspension = journal.suspension
+        progress = journal.progress.unsaved()
+        if token.is_set() and token.reason == TIMEOUT:
+            if ending.returned:
+                self._abandoned(ending)
+            return self._failed(
+                job,
+                ending.handle,
+                ending.kwargs,
+                self._timeout_error(ending),
+                token,
+                ending.started,
+                progress=progress,
+            )
+        if ending.suspension is not None:
+            row = self.settler.suspend(job, ending.suspension, progress)
+            return self._report(
+                job,
+                Outcome.SUSPENDED,
+                row is not None,
+                ending.started,
+                token,
+                run_at=row["run_at"] if row else None,
+                due_in=row["due_in"] if row else None,
+            )
+        if ending.error is not None:
+            return self._failed(
+                job,
+                ending.handle,
+                ending.kwargs,
+                ending.error,
+                token,
+                ending.started,
+                progress=progress,
+            )
+        if journal.rescheduled is not None:
+            row = self.settler.reschedule(job, journal.rescheduled, progress)
+            return self._report(
+                job,
+                Outcome.RESCHEDULED,
+                row is not None,
+                ending.started,
+                token,
+                run_at=row["run_at"] if row else None,
+                due_in=row["due_in"] if row else None,
+            )
+        return self._completed(
+            job,
+            ending.handle,
+            ending.kwargs,
+            ending.result,
+            token,
+            ending.started,
+            progress=progress,
+        )
+
+    def _settle_at_deadline(
+        self, ending: _Ending, before_settle: Callable[[], None] | None
+    ) -> None:
+        """S6, in a worker: fail the attempt now; the body may go on, fenced out."""
+        deadlines = ending.journal.deadlines
+        if self.deadline_settler is None or not deadlines.settle_once():
+            return
+        settler = self.deadline_settler()
+        settler.before_write = before_settle
+        try:
+            with tenant_scope(ending.job["tenant_id"]):
+                deadlines.outcome = self._failed(
+                    ending.job,
+                    ending.handle,
+                    ending.kwargs,
+                    self._timeout_error(ending),
+                    ending.token,
+                    ending.started,
+                    settler=settler,
+                    progress=ending.journal.progress.unsaved(),
+                )
+        except Exception:
+            logger.exception("jobs.timeout.settle-failed", extra=job_fields(ending.job))
+        finally:
+            close = getattr(settler.db, "close", None)
+            if close is not None:
+                close()
+            deadlines.settled_by_deadline.set()
+
+    def _timeout_error(self, ending: _Ending) -> JobTimeout:
+        definition: JobDefinition = ending.handle.definition
+        what = ending.journal.deadlines.expired or ATTEMPT
+        if what == ATTEMPT:
+            message = f"the attempt ran past its timeout ({definition.timeout or 0:g}s)"
+        else:
+            message = (
+                f"{what} ran past its step_timeout ({definition.step_timeout or 0:g}s)"
+            )
+        error = JobTimeout(f"{definition.name}: {message}")
+        error.__cause__ = ending.error
+        return error
+
+    def _abandoned(self, ending: _Ending) -> None:
+        """S6: the body ignored its cancelled token and finished anyway."""
+        logger.error(
+            "jobs.timeout.abandoned",
+            extra={
+                **job_fields(ending.job),
+                "deadline": ending.journal.deadlines.expired,
+                "ran_for": round(time.monotonic() - ending.started, 3),
+            },
+        )
+
+    def _unsettled(self, ending: _Ending) -> Attempt:
+        return Attempt(
+            ending.job["id"],
+            ending.job["name"],
+            Outcome.RETRIED,
+            landed=False,
+            duration=time.monotonic() - ending.started,
+            error=ending.error,
+        )
+
+    def _completed(
+        self,
+        job: ClaimedJob,
+        handle: JobHandle,
+        kwargs: dict[str, Any],
+        result: Any,
+        token: CancelToken,
+        started: float,
+        progress: str | None = None,
+    ) -> Attempt:
+        duration = time.monotonic() - started
+        if self.acks is not None and not _heard(handle, job):
+            # N3: nobody waits on this ending; the completion joins the next batch and
+            # is reported once it is written.
+            self.settler.before()
+            batched = self.acks.add(
+                job,
+                progress,
+                lambda landed: self._report(
+                    job, Outcome.COMPLETED, landed, started, token, duration=duration
+                ),
+            )
+        else:
+            batched = False
+        if batched:
+            # Reported as landed: whether it did is logged and counted when written.
+            return Attempt(
+                job["id"],
+                job["name"],
+                Outcome.COMPLETED,
+                landed=True,
+                duration=duration,
+            )
+        landed = self.settler.complete(job, progress)
+        attempt = self._report(job, Outcome.COMPLETED, landed, started, token)
+        if landed:
+            self._announce(handle, job, kwargs, Outcome.COMPLETED, result=result)
+        return attempt
+
+    def _failed(
+        self,
+        job: ClaimedJob,
+        handle: JobHandle | None,
+        kwargs: dict[str, Any] | None,
+        exc: Exception,
+        token: CancelToken,
+        started: float,
+        *,
+        settler: Settler | None = None,
+        progress: str | None = None,
+    ) -> Attempt:
+        settler = settler or self.settler
+        if token.is_set() and token.reason == DRAINING:
+            # W6: the body stopped because of the drain; the attempt is not counted.
+            landed = settler.release(job, uncount=True)
+            return self._report(job, Outcome.INTERRUPTED, landed, started, token, exc)
+        if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
+            # The row is no longer ours: any write would be fenced out; say so and stop.
+            logger.warning(
+                "jobs.settle.unowned", extra={**job_fields(job), "reason": token.reason}
+            )
+            duration = time.monotonic() - started
+            metrics.attempt_finished(job, metrics.UNOWNED, duration, jobs=self.jobs)
+            return Attempt(
+                job["id"],
+                job["name"],
+                Outcome.RETRIED,
+                landed=False,
+                duration=duration,
+                error=exc,
+            )
+        definition = handle.definition if handle is not None else None
+        verdict = classify(exc)
+        final = job["attempt"] >= job["max_attempts"]
+        if verdict == "terminal" or final:
+            stop = "terminal" if verdict == "terminal" else "attempts-exhausted"
+            dead_letter = definition.dead_letter if definition is not None else True
+            state, outcome = (
+                ("dead", Outcome.DEAD_LETTERED)
+                if dead_letter
+                else ("failed", Outcome.DROPPED)
+            )
+            landed = settler.bury(
+                job, state=state, error=exc, stop_reason=stop, progress=progress
+            )
+            attempt = self._report(job, outcome, landed, started, token, exc, stop=stop)
+            if landed and handle is not None:
+                self._announce(handle, job, kwargs, outcome, error=exc)
+            return attempt
+        retry = definition.retry if definition is not None else None
+        if isinstance(verdict, float):
+            delay = retry.stated(verdict) if retry is not None else verdict
+        else:
+            delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
+        run_at = settler.retry(job, delay, exc, progress)
+        return self._report(
+            job,
+            Outcome.RETRIED,
+            run_at is not None,
+            started,
+            token,
+            exc,
+            run_at=run_at,
+            due_in=delay,
+        )
+
+    def _report(
+        self,
+        job: ClaimedJob,
+        outcome: Outcome,
+        landed: bool,  # noqa: FBT001 - internal helper, always called with a computed value
+        started: float,
+        token: CancelToken,
+        error: BaseException | None = None,
+        *,
+        stop: str | None = None,
+        run_at: Any = None,
+        due_in: float | None = None,
+        duration: float | None = None,
+    ) -> Attempt:
+        if duration is None:
+            duration = time.monotonic() - started
+        counted = str(outcome) if landed else metrics.UNOWNED
+        metrics.attempt_finished(job, counted, duration, jobs=self.jobs)
+        fields = {
+            **job_fields(job),
+            "outcome": str(outcome),
+            "duration": round(duration, 6),
+        }
+        if error is not None:
+            fields["error"] = f"{type(error).__name__}: {error}"[:500]
+            fields["error_code"] = error_code(error)
+        if stop is not None:
+            fields["stop"] = stop
+        if not landed:
+            logger.warning("jobs.settle.unowned", extra=fields)
+        elif error is not None and outcome in (Outcome.DEAD_LETTERED, Outcome.DROPPED):
+            logger.error("jobs.attempt.failed", extra=fields)
+        elif error is not None and outcome is Outcome.RETRIED:
+            logger.warning("jobs.attempt.failed", extra=fields)
+        else:
+            logger.info("jobs.attempt.settled", extra=fields)
+        return Attempt(
+            job["id"], job["name"], outcome, landed, duration, error, run_at, due_in
+        )
+
+    def _announce(
+        self,
+        handle: JobHandle,
+        job: ClaimedJob,
+        kwargs: dict[str, Any] | None,
+        outcome: Outcome,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        code: str | None = None,
+    ) -> None:
+        announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
+
+
+@dataclass(eq=False)
+class _Ending:
+    """How one body ended: returned a result, raised, or suspended."""
+
+    job: ClaimedJob
+    handle: JobHandle
+    kwargs: dict[str, Any]
+    journal: Journal
+    token: CancelToken
+    started: float
+    result: Any = None
+    error: Exception | None = None
+    suspension: RunSuspended | None = None
+
+    @property
+    def returned(self) -> bool:
+        return self.error is None and self.suspension is None
+
+
+def _heard(handle: JobHandle, job: ClaimedJob) -> bool:
+    """Whether somebody must hear of this ending right after the row settles: an
+    on_settled hook, job_settled receivers, or a concurrency slot to free."""
+    return (
+        handle.definition.on_settled is not None
+        or job_settled.has_listeners(sender=handle)
+        or job.get("lease_key") is not None
+    )
+
+
+__all__ = [
+    "SETTLING_OUTCOMES",
+    "Attempt",
+    "Executor",
+    "Outcome",
+    "Settled",
+    "Settler",
+    "announce",
+    "error_code",
+    "format_error",
+]

@@ -1,0 +1,541 @@
+"""The worker: claim, run, settle, heartbeat, drain (W1-W9).
+
+Threads, each with its own database connection (``DirectDatabase``):
+
+* the claim loop (the caller's thread): one statement takes at most as many rows as
+  there are free slots (W2), so a backlog never becomes an unbounded fan-out. It sleeps
+  on an event that a finishing job sets when the worker was full (a slot coming free
+  claims at once) and that the poll interval times out; while idle the interval
+  doubles up to IDLE_POLL_MAX.
+* ``concurrency`` handler threads run the bodies and write their outcomes.
+* the heartbeat thread renews every held lease in one statement every third of the
+  lease (W4) and keeps the worker's registry row fresh (W8).
+* a wake timer (timers.py) for retries and sleeps this worker parked that come due
+  within a minute: they are claimed on time, not at the next poll (S3).
+* a deadline (S6) fails its attempt at once, on a connection of its own, while the body
+  may still hold its handler thread.
+
+Every write about a job is fenced on the claim token the claim stamped (W3). Stopping
+comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
+drain (W6): claiming stops at once, every held run's token is set with DRAINING, and
+in-flight bodies get DRAIN_TIMEOUT to finish; the rest are handed back to the queue
+with their attempt counted. A second signal ends the drain at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_module
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ultimate_jobs.conf import JobsSettings, get_settings
+from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.declaration.registry import Registry, registry
+from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
+from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.limits.budgets import Budget, Limits
+from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.slots import release_slots
+from ultimate_jobs.observability import metrics
+from ultimate_jobs.runtime.acks import Acks
+from ultimate_jobs.runtime.admission import Admission, admit
+from ultimate_jobs.runtime.executor import Executor
+from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
+from ultimate_jobs.runtime.outcomes import Outcome, announce
+from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.runtime.timers import WakeTimer
+from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
+from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
+
+logger = logging.getLogger(__name__)
+
+# While saturated, how long a freed slot waits for others before the claim (seconds).
+GATHER = 0.002
+
+
+@dataclass(eq=False)
+class Held:
+    """A job this worker claimed and has not settled yet."""
+
+    row: ClaimedJob
+    token: CancelToken = field(default_factory=CancelToken)
+    # When the last renewal landed (monotonic clock).
+    renewed_at: float = field(default_factory=time.monotonic)
+    settling: bool = False  # the body ended; its outcome is being written
+
+
+@dataclass
+class WorkerStats:
+    """What this worker did, by outcome; for logs and tests."""
+
+    claimed: int = 0
+    abandoned: int = 0
+    leases_lost: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class Worker:
+    """One worker: a claim loop, handler threads and a heartbeat."""
+
+    name = "worker"
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+        max_jobs: int | None = None,
+        settings: JobsSettings | None = None,
+        jobs: Registry = registry,
+        lifecycle: Lifecycle | None = None,
+        wake: Wake | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.jobs = jobs
+        self.lifecycle = lifecycle or Lifecycle()
+        self.notifications = wake
+        self.queues = list(
+            queues or self.settings.QUEUES or jobs.queues() or ["default"]
+        )
+        self.concurrency = concurrency or self.settings.CONCURRENCY
+        self.worker_id = worker_id or (
+            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self.stats = WorkerStats()
+        self.budget = Budget(limits)  # per-process budgets (L3); fleet caps are in SQL
+        self.started_at = datetime.now(UTC)
+        self._held: dict[uuid.UUID, Held] = {}
+        self._lock = threading.Lock()
+        self._idle_changed = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._finished = threading.Event()  # every thread may exit
+        self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
+        self._saturated = False
+        self._claims_left = max_jobs
+        self._timer = WakeTimer(self.wake)  # retries and sleeps due within a minute
+        self._acks: Acks | None = None  # batched completions (N3), made in run()
+        self.lifecycle.on_stop(self._on_stop)
+        self.lifecycle.on_abandon(self._on_abandon)
+
+    # -- public ------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until the lifecycle stops (a signal, stop(), or --max-jobs)."""
+        logger.info(
+            "jobs.worker.started",
+            extra={
+                "worker_id": self.worker_id,
+                "queues": self.queues,
+                "concurrency": self.concurrency,
+            },
+        )
+        if self.notifications is not None:
+            self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
+            self.notifications.start()
+        acks_db = self._database("acks")
+        self._acks = Acks(acks_db, retry_for=self.settings.LEASE)
+        for index in range(self.concurrency):
+            self._spawn(self._handle_loop, f"jobs-handler-{index}")
+        self._spawn(self._heartbeat_loop, "jobs-heartbeat")
+        db = self._database("worker")
+        try:
+            self._claim_loop(db)
+            self._drain(db)
+        finally:
+            # Completions handed over before the drain ended are written first.
+            self._acks.close(timeout=self.settings.LEASE)
+            acks_db.close()
+            self._finished.set()
+            self._timer.stop()
+            for _ in range(self.concurrency):
+                self._work.put(None)
+            self._remove_registration(db)
+            db.close()
+            logger.info(
+                "jobs.worker.stopped",
+                extra={"worker_id": self.worker_id, **self.stats.outcomes},
+            )
+        return 0
+
+    def stop(self) -> None:
+        """Begin a drain: stop claiming and set every held run's token (DRAINING)."""
+        self.lifecycle.stop(DRAIN)
+
+    def wake(self) -> None:
+        """Claim now rather than at the next poll (a notification, a local timer)."""
+        self._wake.set()
+
+    def _on_notification(self, queue: str) -> None:
+        if queue in self.queues:
+            self.wake()
+
+    def idle_ceiling(self) -> float:
+        """The idle poll ceiling: longer once the LISTEN wake is proven (N1)."""
+        if self.notifications is not None and self.notifications.proven.is_set():
+            return self.settings.WOKEN_IDLE_POLL_MAX
+        return self.settings.IDLE_POLL_MAX
+
+    def held_ids(self) -> list[uuid.UUID]:
+        with self._lock:
+            return list(self._held)
+
+    # -- claiming ----------------------------------------------------------------
+
+    def _claim_loop(self, db: DirectDatabase) -> None:
+        poll = self.settings.POLL_INTERVAL
+        idle = poll
+        failures = 0
+        gather = min(GATHER, poll)
+        while not self.lifecycle.stopping.is_set():
+            free = self._free_slots()
+            if free <= 0:
+                self._wait(poll)
+                continue
+            if self._saturated and free < max(2, self.concurrency // 4):
+                # Busy: let a few more slots come free so one claim fills them (N3),
+                # rather than one claim statement per finished job.
+                self.lifecycle.wait(gather)
+                free = self._free_slots()
+            try:
+                claimed = self._claim(db, free)
+            except QueryError as exc:
+                failures += 1
+                pause = min(0.25 * 2 ** min(failures, 4), 5.0)
+                logger.warning(
+                    "jobs.claim.failed",
+                    extra={
+                        "worker_id": self.worker_id,
+                        "error": str(exc),
+                        "retry_in": pause,
+                    },
+                )
+                self.lifecycle.wait(pause)
+                continue
+            if failures:
+                logger.info("jobs.db.reconnected", extra={"worker_id": self.worker_id})
+                failures = 0
+            # Under a budget a finishing run may make room: it wakes the loop (L3).
+            self._saturated = claimed >= free or self.budget.limits.bounded
+            if claimed:
+                idle = poll
+                if not self._saturated:
+                    self._wait(poll)
+            else:
+                self._wait(min(idle, self.budget.retry_in() or idle))
+                idle = min(idle * 2, self.idle_ceiling())
+
+    def _wait(self, seconds: float) -> None:
+        if self._wake.wait(seconds):
+            self._wake.clear()
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            free = self.budget.free(self.concurrency, self._held_rows())
+        if self._claims_left is not None:
+            if self._claims_left <= 0:
+                self.lifecycle.stop(FINISH)
+            free = min(free, self._claims_left)
+        return free
+
+    def _held_rows(self) -> list[ClaimedJob]:
+        return [entry.row for entry in self._held.values()]
+
+    def _claim(self, db: DirectDatabase, limit: int) -> int:
+        with self._lock:
+            held = self._held_rows()
+        started = time.monotonic()
+        rows = db.run(
+            JOB_CLAIM,
+            queues=self.queues,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease_seconds=self.settings.LEASE,
+            dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
+            now=None,
+            **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
+        )
+        metrics.claim_finished(time.monotonic() - started)
+        claimed = 0
+        for row in rows:
+            if row["buried"]:
+                self._announce_exhausted(row)
+                continue
+            admission = admit(db, self.jobs, row)
+            if admission is not Admission.RUN:
+                outcome = str(admission)
+                self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
+                continue
+            self.budget.started([row])
+            entry = Held(row)
+            with self._lock:
+                self._held[row["id"]] = entry
+            claimed += 1
+            self._work.put(entry)
+        self.stats.claimed += claimed
+        if self._claims_left is not None:
+            self._claims_left -= claimed
+        return claimed
+
+    def _announce_exhausted(self, row: ClaimedJob) -> None:
+        """W5: a lapsed lease on the final attempt was buried by the claim itself."""
+        logger.error(
+            "jobs.claim.exhausted",
+            extra={
+                "job_id": str(row["id"]),
+                "job_name": row["name"],
+                "attempt": row["attempt"],
+                "error": "LEASE_LAPSED_FINAL_ATTEMPT",
+                "correlation_id": row["correlation_id"],
+            },
+        )
+        metrics.job_buried(row, jobs=self.jobs)
+        if row["name"] in self.jobs:
+            dead = row["state"] == "dead"
+            outcome = Outcome.DEAD_LETTERED if dead else Outcome.DROPPED
+            announce(self.jobs.get(row["name"]), row, None, outcome)
+
+    # -- running -----------------------------------------------------------------
+
+    def _handle_loop(self) -> None:
+        db = self._database("worker")
+        settler = Settler(
+            db, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
+        )
+        executor = Executor(
+            settler,
+            jobs=self.jobs,
+            manage_connections=True,
+            acks=self._acks,
+            deadline_settler=lambda: Settler(
+                self._database("deadline"),
+                retry_for=self.settings.LEASE,
+                stop=self.lifecycle.abandoning,
+            ),
+        )
+        try:
+            while True:
+                entry = self._work.get()
+                if entry is None:
+                    return
+                self._run_one(executor, entry)
+        finally:
+            db.close()
+
+    def _run_one(self, executor: Executor, entry: Held) -> None:
+        def settling() -> None:
+            # From here the heartbeat neither renews nor reports this job (W4).
+            with self._lock:
+                entry.settling = True
+
+        try:
+            attempt = executor.execute(entry.row, entry.token, before_settle=settling)
+            if attempt.due_in is not None and attempt.landed:
+                self._timer.wake_in(attempt.due_in)
+            outcome = str(attempt.outcome)
+            self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
+        except Exception:
+            logger.exception(
+                "jobs.attempt.crashed",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "correlation_id": entry.row["correlation_id"],
+                },
+            )
+        finally:
+            with self._lock:
+                self._held.pop(entry.row["id"], None)
+                self._idle_changed.notify_all()
+            # A freed concurrency slot wakes the queue's workers, this one too (L1).
+            release_slots(executor.settler.db, entry.row)
+            capped = entry.row.get("lease_key") is not None
+            if self._saturated or capped or self.lifecycle.stopping.is_set():
+                self._wake.set()
+
+    # -- heartbeat ---------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        db = self._database("heartbeat")
+        try:
+            while not self._finished.is_set():
+                self.beat(db)
+                self._finished.wait(self.settings.heartbeat_seconds)
+        finally:
+            db.close()
+
+    def beat(self, db: DirectDatabase) -> None:
+        """Renew every held lease and the registry row; act on what did not renew."""
+        with self._lock:
+            held = [e for e in self._held.values() if not e.settling]
+        if held:
+            try:
+                rows = db.run(
+                    JOB_HEARTBEAT,
+                    ids=[e.row["id"] for e in held],
+                    lease_owners=[e.row["lease_owner"] for e in held],
+                    lease_seconds=self.settings.LEASE,
+                    now=None,
+                )
+            except QueryError as exc:
+                logger.warning(
+                    "jobs.heartbeat.failed",
+                    extra={"worker_id": self.worker_id, "error": str(exc)},
+                )
+                self._expire_unrenewed(held)
+            else:
+                self._apply_heartbeat(held, rows)
+        self._register(db)
+
+    def _apply_heartbeat(self, held: list[Held], rows: list[Heartbeat]) -> None:
+        now = time.monotonic()
+        by_id = {e.row["id"]: e for e in held}
+        for row in rows:
+            entry = by_id[row["id"]]
+            if row["renewed"]:
+                entry.renewed_at = now
+                if entry.row.get("lease_key") and not row["slots"]:
+                    self._lose_slot(entry)
+                continue
+            with self._lock:
+                if entry.settling or row["id"] not in self._held:
+                    continue  # it finished meanwhile: never a lost lease
+            if row["state"] == "cancelled":
+                if entry.token.cancel(CANCELLED):
+                    logger.warning(
+                        "jobs.run.cancelled",
+                        extra={
+                            "job_id": str(row["id"]),
+                            "job_name": entry.row["name"],
+                            "correlation_id": entry.row["correlation_id"],
+                        },
+                    )
+            else:
+                self._lose(entry)
+
+    def _expire_unrenewed(self, held: list[Held]) -> None:
+        now = time.monotonic()
+        for entry in held:
+            if now - entry.renewed_at >= self.settings.LEASE and not entry.settling:
+                self._lose(entry)
+
+    def _lose(self, entry: Held) -> None:
+        if entry.token.cancel(LEASE_LOST):
+            self.stats.leases_lost += 1
+            logger.error(
+                "jobs.lease.lost",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "job_name": entry.row["name"],
+                    "queue": entry.row["queue"],
+                    "worker_id": self.worker_id,
+                    "correlation_id": entry.row["correlation_id"],
+                },
+            )
+            metrics.lease_lost(entry.row["queue"])
+
+    def _lose_slot(self, entry: Held) -> None:
+        """The run's concurrency slot was taken over after a late renewal (L1, L2)."""
+        with self._lock:
+            if entry.settling or entry.row["id"] not in self._held:
+                return
+        if entry.token.cancel(LEASE_LOST):
+            logger.error(
+                "jobs.slot.lost",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "job_name": entry.row["name"],
+                    "lease_key": entry.row["lease_key"],
+                    "worker_id": self.worker_id,
+                },
+            )
+
+    def _register(self, db: DirectDatabase) -> None:
+        try:
+            db.run(
+                QUERIES["worker_beat"],
+                id=self.worker_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                queues=self.queues,
+                slots=self.concurrency,
+                in_flight=self.held_ids()[:100],
+                lease_seconds=self.settings.LEASE,
+                now=None,
+            )
+        except QueryError as exc:
+            logger.warning(
+                "jobs.worker.register-failed",
+                extra={"worker_id": self.worker_id, "error": str(exc)},
+            )
+
+    def _remove_registration(self, db: DirectDatabase) -> None:
+        try:
+            db.run(QUERIES["worker_remove"], id=self.worker_id)
+        except QueryError:
+            pass  # the row expires on its own
+
+    # -- stopping ----------------------------------------------------------------
+
+    def _on_stop(self, reason: str) -> None:
+        self._wake.set()
+        if reason == FINISH:
+            return  # --max-jobs: the runs in flight finish undisturbed
+        with self._lock:
+            held = list(self._held.values())
+        for entry in held:
+            entry.token.cancel(DRAINING)
+
+    def _on_abandon(self) -> None:
+        with self._lock:
+            self._idle_changed.notify_all()
+
+    def _drain(self, db: DirectDatabase) -> None:
+        deadline = time.monotonic() + self.settings.DRAIN_TIMEOUT
+        with self._lock:
+            while self._held and not self.lifecycle.abandoning.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._idle_changed.wait(min(remaining, 0.5))
+            left = [e for e in self._held.values() if not e.settling]
+        if not left:
+            return
+        logger.error(
+            "jobs.worker.drain-abandoned",
+            extra={
+                "worker_id": self.worker_id,
+                "job_ids": [str(e.row["id"]) for e in left],
+            },
+        )
+        settler = Settler(db)
+        for entry in left:
+            entry.token.cancel(DRAINING)
+            try:
+                settler.release(entry.row, uncount=False)  # the attempt is counted
+                self.stats.abandoned += 1
+            except QueryError as exc:
+                logger.error(
+                    "jobs.worker.release-failed",
+                    extra={"job_id": str(entry.row["id"]), "error": str(exc)},
+                )
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _database(self, purpose: str) -> DirectDatabase:
+        return DirectDatabase(
+            self.settings.DATABASE,
+            application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
+        )
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        threading.Thread(target=target, name=name, daemon=True).start()

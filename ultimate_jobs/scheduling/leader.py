@@ -1,0 +1,153 @@
+"""Leader election for the scheduler: a lease ROW with an expiry (C3).
+
+Design notes.
+
+* Why a row and not ``pg_try_advisory_lock``: an advisory lock belongs to a database
+  session, and a pooled connection hands the session to someone else, so every node
+  would read itself as the leader. A row with ``expires_at`` needs no connection
+  affinity; ``leader_acquire`` is both the election and the renewal.
+* Renewal: the leader renews every third of the TTL (30 s by default, so every 10 s).
+  A standby asks every third of the TTL too, and, when the answer says the lease runs
+  out sooner, right when it runs out: after a leader is killed a standby takes over
+  within one TTL of the last renewal, which is within one TTL of the kill.
+* Stepping down first: a leader counts its lease from the moment it SENT the renewal
+  (the database's expiry is at least that late). It fires nothing once two thirds of
+  the TTL have passed since the last renewal that landed: a third of the TTL before
+  anyone else could take the lease. The fire statement is also fenced on the lease in
+  SQL (scheduler_fire), so a leader whose clock or process stalled writes nothing.
+* A clean stop hands the lease back (``leader_release``) and says so on the scheduler
+  channel, so a standby takes over at once instead of at the expiry.
+
+Time: ``local`` is a monotonic reading in seconds (``time.monotonic()`` in a process,
+the driven clock's timestamp in tests); ``now`` is passed to the statements (None: the
+database's clock, the one clock every node shares).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from ultimate_jobs.db import Database
+from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE
+
+logger = logging.getLogger(__name__)
+
+SCHEDULER_ROLE = "scheduler"
+RETRY_AFTER_FAILURE = 1.0  # seconds before asking again after a failed statement
+EXPIRY_SLACK = 0.05  # ask this long after the lease ran out, not a moment before
+
+
+class Leadership:
+    """This process's view of one role's lease: whether it leads, and until when."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        holder: str,
+        ttl: float,
+        role: str = SCHEDULER_ROLE,
+    ) -> None:
+        self.db = db
+        self.holder = holder
+        self.ttl = ttl
+        self.role = role
+        self.renew_every = ttl / 3
+        self.leading = False
+        self.term: int | None = None
+        self.current_holder: str | None = None
+        self.schedules_revision: str | None = None
+        self._valid_until = 0.0  # local time after which nothing is fired
+        self._next_attempt = 0.0  # local time of the next acquire or renewal
+
+    def due(self, local: float) -> bool:
+        """Whether it is time to renew (leading) or to ask again (standby)."""
+        return local >= self._next_attempt
+
+    def seconds_to_next_attempt(self, local: float) -> float:
+        return max(self._next_attempt - local, 0.0)
+
+    def is_leading(self, local: float) -> bool:
+        """Leading, with the last renewal recent enough to act on."""
+        return self.leading and local < self._valid_until
+
+    def ask_now(self) -> None:
+        """Ask at the next round (a leader let go: no need to wait for the expiry)."""
+        self._next_attempt = 0.0
+
+    def acquire(self, local: float, now: datetime | None) -> bool:
+        """Take or renew the lease; answers whether this process leads now."""
+        sent = local
+        try:
+            [row] = self.db.run(
+                LEADER_ACQUIRE,
+                role=self.role,
+                holder=self.holder,
+                ttl=self.ttl,
+                now=now,
+            )
+        except QueryError as exc:
+            logger.warning(
+                "jobs.scheduler.lease-failed",
+                extra={"holder": self.holder, "error": str(exc)},
+            )
+            self._next_attempt = sent + min(RETRY_AFTER_FAILURE, self.renew_every)
+            return self.is_leading(local)
+        was_leading = self.leading
+        self.current_holder = row["holder"]
+        if row["acquired"]:
+            self.leading = True
+            self.term = row["term"]
+            self.schedules_revision = row["schedules_revision"]
+            self._valid_until = sent + self.ttl - self.renew_every
+            self._next_attempt = sent + self.renew_every
+            if not was_leading:
+                logger.info(
+                    "jobs.scheduler.leading",
+                    extra={"holder": self.holder, "term": self.term},
+                )
+            return True
+        self.leading = False
+        if was_leading:
+            logger.warning(
+                "jobs.scheduler.demoted",
+                extra={"holder": self.holder, "leader": row["holder"]},
+            )
+        expires_in = max(float(row["expires_in"] or 0.0), 0.0)
+        self._next_attempt = sent + min(self.renew_every, expires_in + EXPIRY_SLACK)
+        return False
+
+    def lost(self) -> None:
+        """The fire statement found the lease gone: stop, and ask again at once."""
+        if self.leading:
+            logger.warning("jobs.scheduler.demoted", extra={"holder": self.holder})
+        self.leading = False
+        self._next_attempt = 0.0
+
+    def release(self, now: datetime | None) -> bool:
+        """Hand the lease back (clean stop); answers whether it was held."""
+        if not self.leading:
+            return False
+        self.leading = False
+        try:
+            released = bool(
+                self.db.run(
+                    LEADER_RELEASE,
+                    role=self.role,
+                    holder=self.holder,
+                    now=now,
+                )
+            )
+        except QueryError as exc:
+            logger.warning(
+                "jobs.scheduler.release-failed",
+                extra={"holder": self.holder, "error": str(exc)},
+            )
+            return False
+        logger.info(
+            "jobs.scheduler.released",
+            extra={"holder": self.holder, "released": released},
+        )
+        return released

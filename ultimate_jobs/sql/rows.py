@@ -1,0 +1,203 @@
+"""The rows of the hot statements, typed: the SQL-to-Python contract mypy can check.
+
+Each ``TypedDict`` here lists, in order, the columns one named statement answers, and
+``typed(name, Row)`` answers that statement as a ``Query[Row]``, so ``db.run`` returns
+``list[Row]`` and a misspelt or missing column is a type error where it is read. A test
+(tests/integration/test_sql_contract.py) asks PostgreSQL to describe each statement
+and checks the names, order and types against these declarations.
+
+``jsonb`` columns arrive as text or as decoded JSON depending on the connection's
+adapters (Django's connection loads them as text), so they are typed as both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, TypedDict, TypeVar, cast
+
+from ultimate_jobs.sql import QUERIES, Query
+
+R = TypeVar("R")
+Json = str | dict[str, Any]
+
+ROW_TYPES: dict[str, type[Any]] = {}
+
+
+def typed(name: str, row: type[R]) -> Query[R]:
+    """The statement ``name``, declared to answer rows of type ``row``."""
+    ROW_TYPES[name] = row
+    return cast(Query[R], QUERIES[name])
+
+
+# -- the claim and the lease of a run (W2-W5) ------------------------------------------
+
+
+class ClaimedJob(TypedDict):
+    """A row ``job_claim`` answers: a run to execute, or one the claim itself ended."""
+
+    buried: bool  # W5: the lease lapsed on the final attempt; settled dead by the claim
+    refused: bool  # L2: when_busy="fail" over a busy key; settled failed by the claim
+    id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    queue: str
+    priority: int
+    state: str
+    input: Json
+    tenant_id: str | None
+    idempotency_key: str
+    attempt: int
+    max_attempts: int
+    lease_owner: uuid.UUID  # the claim token every later write is fenced on (W3)
+    correlation_id: str
+    enqueued_by: str
+    created_at: datetime
+    started_at: datetime | None
+    lease_key: str | None  # the slot key of a capped job (L1, L2)
+
+
+class Fence(TypedDict):
+    """What a fenced write of a run matches on (W3): its id and its claim token.
+    A ClaimedJob is one."""
+
+    id: uuid.UUID
+    lease_owner: uuid.UUID
+
+
+class Heartbeat(TypedDict):
+    """A row ``job_heartbeat`` answers: one held run, renewed or not (W4)."""
+
+    id: uuid.UUID
+    renewed: bool
+    state: str | None
+    slots: int
+
+
+class JobId(TypedDict):
+    """A row of a fenced settle (complete, bury, release): the id it moved."""
+
+    id: uuid.UUID
+
+
+class Retried(TypedDict):
+    """A row ``job_retry`` answers: the id it moved and when it runs again."""
+
+    id: uuid.UUID
+    run_at: datetime
+
+
+JOB_CLAIM = typed("job_claim", ClaimedJob)
+JOB_HEARTBEAT = typed("job_heartbeat", Heartbeat)
+JOB_COMPLETE = typed("job_complete", JobId)
+JOB_RETRY = typed("job_retry", Retried)
+JOB_BURY = typed("job_bury", JobId)
+JOB_RELEASE = typed("job_release", JobId)
+
+
+# -- enqueue and the outbox relay (H3, O1-O3) -------------------------------------------
+
+
+class Inserted(TypedDict):
+    """A row ``job_enqueue`` / ``outbox_stage`` answers: one id it wrote."""
+
+    id: uuid.UUID
+    announced: int
+
+
+class Holder(TypedDict):
+    """A row ``job_holders`` answers: which job holds input ``ord``'s place (J2)."""
+
+    ord: int
+    id: uuid.UUID
+    run_id: uuid.UUID
+
+
+class StagedJob(TypedDict):
+    """A row ``outbox_claim`` answers: a committed job to publish, under its own ids."""
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    queue: str
+    priority: int
+    input: str
+    tenant_id: str | None
+    idempotency_key: str
+    max_attempts: int
+    run_at: datetime
+    correlation_id: str
+    enqueued_by: str
+    concurrency_key: str | None
+    staged_at: datetime
+    claimed_by: str
+    claims: int
+
+
+class OutboxId(TypedDict):
+    """A row of a fenced outbox write (mark published, release)."""
+
+    id: uuid.UUID
+
+
+JOB_ENQUEUE = typed("job_enqueue", Inserted)
+JOB_HOLDERS = typed("job_holders", Holder)
+OUTBOX_STAGE = typed("outbox_stage", Inserted)
+OUTBOX_CLAIM = typed("outbox_claim", StagedJob)
+OUTBOX_MARK_PUBLISHED = typed("outbox_mark_published", OutboxId)
+OUTBOX_RELEASE = typed("outbox_release", OutboxId)
+
+
+# -- the scheduler (C3-C9) ---------------------------------------------------------------
+
+
+class LeaderTerm(TypedDict):
+    """A row ``leader_acquire`` answers: who leads, and for how long (C3)."""
+
+    holder: str
+    term: int
+    acquired: bool
+    expires_in: float
+    schedules_revision: str
+
+
+class LeaderReleased(TypedDict):
+    role: str
+    announced: bool
+
+
+class Watermark(TypedDict):
+    """A row ``scheduler_sync`` answers: where a task's watermark stands (C4)."""
+
+    key: str
+    last_occurrence: datetime
+    paused: bool
+    restarted: bool
+
+
+class Fired(TypedDict):
+    """The row ``scheduler_fire`` answers: what the one firing statement did (C4)."""
+
+    status: str  # fired | paused | not-leader | missing | moved
+    current: datetime | None
+    inserted_ids: list[uuid.UUID]
+    announced: int
+
+
+class StoredSchedule(TypedDict):
+    """A row ``schedule_list`` answers: one runtime schedule (C6)."""
+
+    key: str
+    job: str
+    input: Json
+    cron: str
+    tz: str
+    catch_up: str
+    max_catch_up: int
+
+
+LEADER_ACQUIRE = typed("leader_acquire", LeaderTerm)
+LEADER_RELEASE = typed("leader_release", LeaderReleased)
+SCHEDULER_SYNC = typed("scheduler_sync", Watermark)
+SCHEDULER_FIRE = typed("scheduler_fire", Fired)
+SCHEDULE_LIST = typed("schedule_list", StoredSchedule)
