@@ -112,9 +112,14 @@ def promote(job_id: object) -> None:
     raise JobNotPromotable(pk, find_job(pk).state)
 
 
-def pause_queue(queue: str, *, by: str = "") -> None:
-    """Pause a queue: no worker claims from it from its next claim on; enqueues land."""
-    _db().run(QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by[:255])
+def pause_queue(queue: str, *, by: str = "") -> bool:
+    """Pause a queue: no worker claims from it from its next claim on; enqueues land.
+    Answers whether it was running (False: it was paused already)."""
+    return bool(
+        _db().run(
+            QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by[:255]
+        )
+    )
 
 
 def resume_queue(queue: str) -> bool:

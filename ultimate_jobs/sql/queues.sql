@@ -1,10 +1,12 @@
 -- Statements on ultimate_jobs_queue_pause: a pause is a row the claim reads (L4).
 
--- name: queue_pause :exec
--- Pause a queue: every worker's next claim skips it; enqueues still land.
+-- name: queue_pause :many
+-- Pause a queue: every worker's next claim skips it; enqueues still land. Answers
+-- the queue when this call paused it, nothing when it was paused already.
 INSERT INTO ultimate_jobs_queue_pause (queue, paused_at, paused_by)
 VALUES (%(queue)s::text, now(), %(paused_by)s::text)
-    ON CONFLICT (queue) DO NOTHING;
+    ON CONFLICT (queue) DO NOTHING
+RETURNING queue;
 
 -- name: queue_resume :many
 -- Resume a paused queue; answers the queue when it was paused, and wakes its

@@ -72,11 +72,11 @@ class Command(BaseCommand):
                 self._list(name, options["status"], options["limit"])
                 return
             if options["pending"] or not (name or options["all"]):
-                states = backfill_runs.backfill_states()
-                self._emit([s.as_json() for s in states], self._state_line)
-                unswept = [s for s in states if s.state in backfill_runs.PENDING_STATES]
-                if options["pending"] and unswept:
-                    raise SystemExit(1)
+                self._states(exit_when_pending=options["pending"])
+                return
+            if options["all"] and not registered_backfills():
+                self._emit([], self._outcome_line)
+                self._say_when_none_declared()
                 return
             if options["all"]:  # each name isolated: a refusal is a line, not the end
                 outcomes = backfill_runs.each(
@@ -110,6 +110,14 @@ class Command(BaseCommand):
         if failed:
             raise SystemExit(1)
 
+    def _states(self, *, exit_when_pending: bool) -> None:
+        states = backfill_runs.backfill_states()
+        self._emit([s.as_json() for s in states], self._state_line)
+        self._say_when_none_declared()
+        unswept = [s for s in states if s.state in backfill_runs.PENDING_STATES]
+        if exit_when_pending and unswept:
+            raise SystemExit(1)
+
     def _list(self, name: str | None, status: str | None, limit: int) -> None:
         rows = backfill_ledger.read(
             names=[name] if name else None,
@@ -117,6 +125,16 @@ class Command(BaseCommand):
             limit=limit,
         )
         self._emit([r.as_json() for r in rows], self._ledger_line)
+        if not rows and not self._say_when_none_declared() and not self.json:
+            self.stdout.write("no passes recorded")
+
+    def _say_when_none_declared(self) -> bool:
+        """Say so when no backfill is declared (not with --json: its answer is [])."""
+        if registered_backfills():
+            return False
+        if not self.json:
+            self.stdout.write("no backfills declared")
+        return True
 
     def _wait(self, job_id: Any, planned: Plan) -> Progress:
         """Watch one pass to its end: a bar on a terminal, a line per change else

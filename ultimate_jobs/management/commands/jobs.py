@@ -16,22 +16,56 @@ from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.observability import counters
 
 
+def _filters(parser: CommandParser, *, state_required: bool = False) -> None:
+    parser.add_argument(
+        "--state",
+        required=state_required,
+        help="jobs in this state: ready, delayed, running, suspended, done, failed, "
+        "dead, cancelled",
+    )
+    parser.add_argument("--queue", help="jobs of this queue")
+    parser.add_argument("--name", help="jobs of this name (e.g. billing.charge)")
+    parser.add_argument("--tenant", help="jobs of this tenant id")
+
+
+def _reason(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--reason",
+        default="cancelled from the command line",
+        help="why, recorded on a cancelled job",
+    )
+
+
+def _json(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="answer the stable JSON of docs/operations.md",
+    )
+
+
 class Command(BaseCommand):
     help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        verbs = parser.add_subparsers(dest="verb", required=True)
+        verbs = parser.add_subparsers(
+            dest="verb", required=True, help="what to do (each verb has its --help)"
+        )
         listing = verbs.add_parser("list", help="one page of jobs, newest first")
-        listing.add_argument("--state")
-        listing.add_argument("--queue")
-        listing.add_argument("--name")
-        listing.add_argument("--tenant")
-        listing.add_argument("--id-prefix")
-        listing.add_argument("--limit", type=int, default=introspection.DEFAULT_PAGE)
+        _filters(listing)
+        listing.add_argument(
+            "--id-prefix", help="ids starting with these hex digits (4 or more)"
+        )
+        listing.add_argument(
+            "--limit",
+            type=int,
+            default=introspection.DEFAULT_PAGE,
+            help=f"jobs per page (default {introspection.DEFAULT_PAGE}, at most 200)",
+        )
         listing.add_argument(
             "--after", help="the cursor a previous page answered as next"
         )
-        listing.add_argument("--json", action="store_true")
+        _json(listing)
         for verb, text in (
             ("show", "one job with its steps"),
             ("retry", "requeue a finished job"),
@@ -40,35 +74,34 @@ class Command(BaseCommand):
             ("promote", "make a delayed job due now"),
         ):
             sub = verbs.add_parser(verb, help=text)
-            sub.add_argument("id")
-            sub.add_argument("--json", action="store_true")
+            sub.add_argument("id", help="the job's id (a UUID)")
+            _json(sub)
             if verb == "cancel":
-                sub.add_argument("--reason", default="cancelled from the command line")
+                _reason(sub)
         for verb in ("pause", "resume"):
             sub = verbs.add_parser(verb, help=f"{verb} a queue")
-            sub.add_argument("queue")
-            sub.add_argument("--json", action="store_true")
+            sub.add_argument("queue", help="the queue's name")
+            _json(sub)
         bulk = verbs.add_parser(
             "bulk", help="retry/cancel/remove/promote up to 1,000 matching jobs"
         )
-        bulk.add_argument("action", choices=["retry", "cancel", "remove", "promote"])
-        bulk.add_argument("--state", required=True)
-        bulk.add_argument("--queue")
-        bulk.add_argument("--name")
-        bulk.add_argument("--tenant")
-        bulk.add_argument("--reason", default="cancelled from the command line")
-        bulk.add_argument("--json", action="store_true")
+        bulk.add_argument(
+            "action",
+            choices=["retry", "cancel", "remove", "promote"],
+            help="the verb to apply to each matching job",
+        )
+        _filters(bulk, state_required=True)
+        _reason(bulk)
+        _json(bulk)
         counted = verbs.add_parser("counters", help="per-job counts since a time (P5)")
         counted.add_argument("--since", default="1h", help="a duration: 1h, 1d, 7d")
-        counted.add_argument("--name")
-        counted.add_argument("--json", action="store_true")
+        counted.add_argument("--name", help="one job's name (default: every job)")
+        _json(counted)
         for verb, text in (
             ("workers", "live workers"),
             ("stats", "jobs per queue and state"),
         ):
-            verbs.add_parser(verb, help=text).add_argument(
-                "--json", action="store_true"
-            )
+            _json(verbs.add_parser(verb, help=text))
 
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
@@ -118,8 +151,12 @@ class Command(BaseCommand):
         return {"id": options["id"], "state": "ready"}
 
     def do_pause(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.pause_queue(options["queue"], by="manage.py jobs")
-        return {"queue": options["queue"], "paused": True}
+        was_running = api.pause_queue(options["queue"], by="manage.py jobs")
+        return {
+            "queue": options["queue"],
+            "paused": True,
+            "was_paused": not was_running,
+        }
 
     def do_resume(self, options: dict[str, Any]) -> dict[str, Any]:
         was_paused = api.resume_queue(options["queue"])

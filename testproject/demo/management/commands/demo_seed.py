@@ -1,4 +1,10 @@
-"""``manage.py demo_seed``: an admin user and a few jobs for the demo to run."""
+"""``manage.py demo_seed``: an admin user and one of each kind of work for the demo.
+
+Plain jobs that succeed, retry and die; a job waiting in a paused queue; a job with steps and a sleep; a runtime schedule
+(``recur``) beside the cron task the code declares; users with mixed-case emails and a
+pass of the backfill that lower-cases them; a webhook to the demo's own receiver. So
+every admin page has rows once the worker has run for a few seconds.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,26 @@ import random
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from testproject.demo.jobs import build_report, flaky, send_welcome
+from testproject.demo.jobs import (
+    archive_report,
+    build_report,
+    flaky,
+    notify_receiver,
+    onboard_org,
+    send_welcome,
+)
+from ultimate_jobs import api, recur
 
 
 class Command(BaseCommand):
-    help = "Create the demo admin user (admin/admin) and enqueue example jobs."
+    help = "Create the demo admin user (admin/admin) and enqueue example work."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--count", type=int, default=10, help="jobs of each kind to enqueue"
+            "--count", type=int, default=10, help="jobs of each plain kind to enqueue"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -34,4 +49,40 @@ class Command(BaseCommand):
         flaky.enqueue(
             n=-1
         )  # dead-letters at once: see it under state=dead in the admin
-        self.stdout.write(f"enqueued {3 * count + 1} demo jobs")
+        self.stdout.write(f"enqueued {3 * count + 1} plain jobs")
+
+        api.pause_queue("archive", by="demo_seed")
+        archive_report.enqueue(report_id=base)
+        self.stdout.write(
+            "paused the queue 'archive' with a job waiting in it "
+            "(resume: manage.py jobs resume archive)"
+        )
+
+        onboard_org.enqueue(org_id=f"org-{base}")
+        self.stdout.write("enqueued demo.onboard_org: two steps, a 30 s sleep, a step")
+
+        recur(
+            build_report,
+            {"report_id": 0, "rows": 5},
+            cron="*/5 * * * *",
+            tz="Europe/Paris",
+            schedule_key="demo.report-every-5-minutes",
+        )
+        self.stdout.write(
+            "scheduled demo.report-every-5-minutes (recur), beside the cron task "
+            "demo.minute_report"
+        )
+
+        for i in range(12):
+            users.objects.get_or_create(
+                username=f"demo-user-{i}",
+                defaults={"email": f"Demo.User.{i}@Example.COM"},
+            )
+        call_command(
+            "db_backfill", "demo.lowercase_emails", "--write", stdout=self.stdout
+        )
+
+        notify_receiver.enqueue(endpoint_id="demo-receiver", event_id=f"evt_{base}")
+        self.stdout.write(
+            "enqueued demo.notify_receiver: a signed POST to /demo/webhook"
+        )
