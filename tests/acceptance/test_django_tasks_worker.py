@@ -57,7 +57,9 @@ def status_of(result):
 def test_system_exit_and_keyboard_interrupt_never_take_a_handler_thread(start_worker):
     """Defect 3 (X2, W9): tasks and plain @job bodies that raise SystemExit or
     KeyboardInterrupt end FAILED with that exception, and the worker keeps every slot:
-    twice as many of them as slots, then a normal task, all finish inside half a lease."""
+    twice as many of them as slots, then a normal task, all finish inside half a lease.
+    Also the backport's DatabaseWorkerProcessTestCase.test_system_exit_task and
+    test_keyboard_interrupt_task."""
     worker = start_worker("--concurrency", "2")
     results = [
         failing_task_system_exit.enqueue(),

@@ -36,6 +36,7 @@ from ultimate_jobs.backend import (
     django_task,
     from_signals,
 )
+from ultimate_jobs.exceptions import InvalidJobPayload
 from ultimate_jobs.models import Job, OutboxMessage
 
 pytestmark = pytest.mark.django_db
@@ -171,7 +172,9 @@ def test_an_enqueue_inside_a_transaction_answers_a_ready_result_at_once(
 ):
     """Defect 1 (X2, O1): with OUTBOX="auto" an enqueue inside atomic() is staged in the
     outbox; it answers a READY result with its id at once, get_result() answers it
-    inside the transaction and after the commit, and the job runs once relayed."""
+    inside the transaction and after the commit, and the job runs once relayed. Also
+    the backport's DatabaseBackendTestCase.test_doesnt_wait_until_transaction_commit:
+    another session sees nothing before the COMMIT and the row after it."""
     with transaction.atomic():
         result = add.enqueue(2, 3)
         assert result.status == TaskResultStatus.READY
@@ -318,6 +321,8 @@ def test_arguments_are_checked_with_djangos_own_normalize_json(jobs):
         noop_task.enqueue(timezone.now())
     with pytest.raises(ValueError, match="Unsupported value"):
         noop_task.enqueue(b"\xff")
+    with pytest.raises(InvalidJobPayload, match="args=\\[nan\\]"):  # jsonb has no NaN
+        noop_task.enqueue(float("nan"))
     assert Job.objects.count() == before
     result = echo.enqueue(b"hello", {1: "a"}, key=(1, 2))
     assert (result.args, result.kwargs) == (["hello", {"1": "a"}], {"key": [1, 2]})
