@@ -5,9 +5,12 @@
     TASKS = {"default": {"BACKEND": "ultimate_jobs.backend.JobsBackend"}}
 
 Django's own ``@task`` functions then run on ``manage.py jobs_worker``: each enqueue is
-one job of the bridge job ``ultimate_jobs.django_task`` (declared below) on
-the task's ``queue_name``, with its priority and ``run_after``; ``get_result(id)``
-answers a ``TaskResult`` with the status and the return value read from the job row.
+one job of the bridge job ``ultimate_jobs.django_task`` (declared below) on the task's
+``queue_name``, with its priority and ``run_after``; the result id is the job id.
+``get_result(id)`` answers a ``TaskResult`` read from the job row, or, for an enqueue
+staged in the outbox by a transaction that has not been relayed yet (O1), from the
+outbox row (READY). The task is answered as it was enqueued: the settings given to
+``.using()`` (priority, queue_name, run_after, backend) are kept in the job's input.
 On Django 5.2 the ``django-tasks`` backport provides the same API.
 """
 
@@ -16,38 +19,48 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Q
+from django.core.exceptions import SuspiciousOperation
 from django.dispatch import receiver
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT
+from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import job
-from ultimate_jobs.models import Job, JobState
+from ultimate_jobs.exceptions import InvalidQueueName
+from ultimate_jobs.models import Job, JobState, OutboxMessage
 from ultimate_jobs.signals import job_settled
 
 if TYPE_CHECKING:
-    from django.tasks import TaskResult, TaskResultStatus
+    from django.tasks import TaskResult, TaskResultStatus, signals
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskContext, TaskError
-    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.utils.json import normalize_json
 else:
     try:
-        from django.tasks import TaskResult, TaskResultStatus
+        from django.tasks import TaskResult, TaskResultStatus, signals
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import Task, TaskContext, TaskError
-        from django.tasks.exceptions import TaskResultDoesNotExist
+        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.utils.json import normalize_json
     except ImportError:  # Django 5.2: the django-tasks backport
-        from django_tasks import TaskResult, TaskResultStatus
+        from django_tasks import TaskResult, TaskResultStatus, signals
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskContext, TaskError
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.utils import normalize_json
 
 logger = logging.getLogger(__name__)
+
+BRIDGE = "ultimate_jobs.django_task"
 
 _STATUS = {
     JobState.READY: "READY",
@@ -69,24 +82,40 @@ class JobsBackend(BaseTaskBackend):
     supports_get_result = True
     supports_priority = True
 
+    def validate_task(self, task: Task[Any, Any]) -> None:
+        super().validate_task(task)
+        try:  # the task's queue_name is the job's queue: refuse it where Django does
+            validate_queue(task.queue_name, field="queue_name", job=BRIDGE)
+        except InvalidQueueName as exc:
+            raise InvalidTask(str(exc)) from exc
+
     def enqueue(
         self, task: Task[Any, Any], args: Any, kwargs: Any
     ) -> TaskResult[Any, Any]:
         self.validate_task(task)
+        run_after = task.run_after
+        if run_after is not None and timezone.is_naive(run_after):
+            run_after = timezone.make_aware(run_after)  # USE_TZ=False: local time
         handle = django_task.using(
-            queue=task.queue_name,
-            priority=task.priority,
-            run_at=task.run_after,
+            queue=task.queue_name, priority=task.priority, run_at=run_after
         )
         enqueued = handle.enqueue(
             task=task.module_path,
-            args=normalize_json(list(args)),
-            kwargs=normalize_json(dict(kwargs)),
+            # Django's own check (as every backend): the same refusals and wording.
+            args=stored_json(args),
+            kwargs=stored_json(kwargs),
             backend=self.alias,
             call_id=uuid.uuid4().hex,
+            priority=task.priority,
+            queue_name=task.queue_name,
+            run_after=None if task.run_after is None else task.run_after.isoformat(),
         )
-        result = self.get_result(str(enqueued.id))
-        from_signals().task_enqueued.send(type(self), task_result=result)
+        # Inside transaction.atomic() the job is staged in the outbox (O1): the row
+        # read back is the outbox row, visible on this connection only until COMMIT.
+        result = find_result(enqueued.id, task=task)
+        if result is None:  # pragma: no cover - the row was written just above
+            raise TaskResultDoesNotExist(str(enqueued.id))
+        signals.task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
@@ -94,58 +123,139 @@ class JobsBackend(BaseTaskBackend):
             pk = uuid.UUID(str(result_id))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        job = (
-            Job.objects.using(get_settings().DATABASE)
-            .filter(Q(pk=pk) & Q(name="ultimate_jobs.django_task"))
-            .first()
-        )
-        if job is None:
+        result = find_result(pk)
+        if result is None:
             raise TaskResultDoesNotExist(result_id)
-        return task_result(job, self.alias)
+        return result
 
 
-def task_result(job: Job, alias: str | None = None) -> TaskResult[Any, Any]:
-    """The TaskResult of a bridge job's row."""
-    task: Task[Any, Any] = import_string(job.input["task"])
-    status = TaskResultStatus[_STATUS[JobState(job.state)]]
-    errors = []
-    if status == TaskResultStatus.FAILED and job.last_error:
-        head = job.last_error.split(":", 1)[0].strip()
-        errors.append(TaskError(exception_class_path=head, traceback=job.last_error))
-    result: TaskResult[Any, Any] = TaskResult(
+def stored_json(value: Any) -> Any:
+    """What is stored for an argument: Django's ``normalize_json`` (bytes become text,
+    other non-JSON types raise its TypeError), then JSON's form (int keys are text)."""
+    return json.loads(json.dumps(normalize_json(value)))
+
+
+def find_result(
+    pk: uuid.UUID, *, task: Task[Any, Any] | None = None
+) -> TaskResult[Any, Any] | None:
+    """The TaskResult of a bridge job: its job row, else its staged outbox row."""
+    alias = get_settings().DATABASE
+    row = Job.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
+    if row is not None:
+        return task_result(row, task=task)
+    staged = OutboxMessage.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
+    if staged is None:
+        return None  # never enqueued, rolled back, or purged
+    if staged.published_at is not None:  # relayed between the two reads
+        row = Job.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
+        return None if row is None else task_result(row, task=task)
+    return _result(
+        staged.input,
+        result_id=str(staged.id),
+        status=TaskResultStatus.READY,
+        enqueued_at=staged.staged_at,
         task=task,
-        id=str(job.id),
+        queue=staged.queue,
+        priority=staged.priority,
+    )
+
+
+def task_result(
+    row: Job, *, task: Task[Any, Any] | None = None
+) -> TaskResult[Any, Any]:
+    """The TaskResult of a bridge job's row."""
+    status = TaskResultStatus[_STATUS[JobState(row.state)]]
+    result = _result(
+        row.input,
+        result_id=str(row.id),
         status=status,
-        enqueued_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-        last_attempted_at=job.started_at,
-        args=job.input.get("args", []),
-        kwargs=job.input.get("kwargs", {}),
-        backend=alias or job.input.get("backend", "default"),
-        errors=errors,
-        worker_ids=[job.worker_id] * job.attempt if job.worker_id else [],
+        enqueued_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        errors=(
+            [task_error(row.last_error)]
+            if status == TaskResultStatus.FAILED and row.last_error
+            else []
+        ),
+        worker_ids=[row.worker_id] * row.attempt if row.worker_id else [],
+        task=task,
+        queue=row.queue,
+        priority=row.priority,
     )
     if status == TaskResultStatus.SUCCESSFUL:
-        object.__setattr__(result, "_return_value", job.result)
+        object.__setattr__(result, "_return_value", row.result)
     return result
 
 
-def normalize_json(value: Any) -> Any:
-    """The JSON form of a value (tuples become lists); refuses what JSON cannot hold."""
-    return json.loads(json.dumps(value))
+def _result(
+    stored: dict[str, Any],
+    *,
+    result_id: str,
+    status: TaskResultStatus,
+    enqueued_at: datetime | None,
+    started_at: datetime | None = None,
+    finished_at: datetime | None = None,
+    errors: list[TaskError] | None = None,
+    worker_ids: list[str] | None = None,
+    task: Task[Any, Any] | None = None,
+    queue: str = "default",
+    priority: int = 0,
+) -> TaskResult[Any, Any]:
+    backend = stored.get("backend", "default")
+    if task is None:
+        task = enqueued_task(
+            stored, result_id, backend=backend, queue=queue, priority=priority
+        )
+    return TaskResult(
+        task=task,
+        id=result_id,
+        status=status,
+        enqueued_at=enqueued_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        last_attempted_at=started_at,
+        args=stored.get("args", []),
+        kwargs=stored.get("kwargs", {}),
+        backend=backend,
+        errors=errors or [],
+        worker_ids=worker_ids or [],
+    )
+
+
+def enqueued_task(
+    stored: dict[str, Any], result_id: str, *, backend: str, queue: str, priority: int
+) -> Task[Any, Any]:
+    """The Task as it was enqueued: the stored path with its ``.using()`` settings.
+
+    Raises ImportError when the path no longer imports, and SuspiciousOperation when
+    it names something that is not a Task (which is never called).
+    """
+    path = stored.get("task", "")
+    target = import_string(path)
+    if not isinstance(target, Task):
+        raise SuspiciousOperation(f"Task {result_id} does not point to a Task ({path})")
+    run_after = stored.get("run_after")
+    return target.using(
+        priority=stored.get("priority", priority),
+        queue_name=stored.get("queue_name", queue),
+        run_after=None if run_after is None else datetime.fromisoformat(run_after),
+        backend=backend,
+    )
+
+
+def task_error(last_error: str) -> TaskError:
+    """A job's stored error as a TaskError: ``module.Class: message``, a blank line,
+    then the traceback (R4)."""
+    head, _, trace = last_error.partition("\n\n")
+    return TaskError(
+        exception_class_path=head.split(":", 1)[0].strip(),
+        traceback=trace or last_error,
+    )
 
 
 def from_signals() -> Any:
     """django.tasks.signals, or the backport's."""
-    try:
-        from django.tasks import signals
-    except ImportError:  # pragma: no cover - Django 5.2
-        from django_tasks import signals  # type: ignore[no-redef]
     return signals
-
-
-BRIDGE = "ultimate_jobs.django_task"
 
 
 @job(
@@ -162,39 +272,76 @@ def django_task(
     kwargs: dict[str, Any],
     backend: str,
     call_id: str,
+    priority: int | None = None,
+    queue_name: str | None = None,
+    run_after: str | None = None,
 ) -> None:
     rows = Job.objects.using(get_settings().DATABASE).filter(
         pk=run.job_id, state="running"
     )
-    current = task_result(rows.get(), backend)
-    from_signals().task_started.send(
-        sender=type(current.task.get_backend()), task_result=current
-    )
-    target = import_string(task)
+    # A path that no longer imports, or names no Task, fails the attempt here.
+    current = task_result(rows.get())
+    target = current.task
+    signals.task_started.send(sender=type(target.get_backend()), task_result=current)
     if target.takes_context:
         value = target.call(TaskContext(task_result=current), *args, **kwargs)
     else:
         value = target.call(*args, **kwargs)
-    # Kept for get_result(); written while this attempt still holds the row.
+    # Kept for get_result(); written while this attempt still holds the row. A value
+    # Django's normalize_json refuses fails the task, as on Django's own backends.
     rows.update(result=normalize_json(value))
 
 
 @receiver(job_settled, sender=django_task)
 def _task_finished(sender: Any, settled: Any, **kwargs: Any) -> None:
-    """task_finished fires once the row is settled, so get_result() agrees with it."""
-    job = Job.objects.using(get_settings().DATABASE).filter(pk=settled.job_id).first()
-    if job is not None:
-        result = task_result(job)
-        from_signals().task_finished.send(
-            sender=type(result.task.get_backend()), task_result=result
+    """task_finished fires once the row is settled, so get_result() agrees with it.
+
+    A receiver must never raise into the settle (the worker and the testing runner
+    alike): a task that can no longer be loaded is logged, and no signal is sent.
+    """
+    row = Job.objects.using(get_settings().DATABASE).filter(pk=settled.job_id).first()
+    if row is None:
+        return
+    try:
+        result = task_result(row)
+    except Exception:
+        logger.exception(
+            "jobs.task.unloadable",
+            extra={
+                "job_id": str(row.id),
+                "job_name": row.name,
+                "task": row.input.get("task"),
+                "state": row.state,
+            },
         )
+        return
+    send_finished(result, settled.error)
+
+
+def send_finished(result: TaskResult[Any, Any], error: BaseException | None) -> None:
+    """Send task_finished; for a failure, from inside a handler of the task's own
+    exception, as Django's backends do: its logger reads ``sys.exc_info()``."""
+    sender = type(result.task.get_backend())
+    if error is None:
+        signals.task_finished.send(sender=sender, task_result=result)
+        return
+    trace = error.__traceback__
+    try:
+        raise error
+    except BaseException:
+        error.__traceback__ = trace  # the task's frames, not this one on top
+        signals.task_finished.send(sender=sender, task_result=result)
 
 
 __all__ = [
+    "BRIDGE",
     "JobsBackend",
     "TaskContext",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "django_task",
+    "find_result",
     "normalize_json",
+    "stored_json",
     "task_result",
 ]

@@ -332,3 +332,13 @@ from . import (  # noqa: E402
     backfill_jobs,  # noqa: F401
     factory_jobs,  # noqa: F401
 )
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, retry=Retry(attempts=1))
+def exits(run: Run, key: str, how: str) -> None:
+    """Raise SystemExit or KeyboardInterrupt from the body, as exit() or a stray
+    ``raise KeyboardInterrupt`` would: the attempt fails, the thread lives on."""
+    record(run, key, how)
+    if how == "system-exit":
+        raise SystemExit(f"{key} exits")
+    raise KeyboardInterrupt(f"{key} interrupts")

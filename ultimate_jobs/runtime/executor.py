@@ -80,6 +80,7 @@ class Executor:
         ] = contextlib.nullcontext,
         deadline_settler: Callable[[], Settler] | None = None,
         acks: Acks | None = None,
+        reraise: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.settler = settler
         self.jobs = jobs
@@ -91,6 +92,11 @@ class Executor:
         self.deadline_settler = deadline_settler
         # N3: the worker's batching writer of completions (None: write each at once).
         self.acks = acks
+        # W9: whatever a body raises ends its attempt, SystemExit and
+        # KeyboardInterrupt included (a body's exit() must never take its handler
+        # thread down). The testing runner passes (KeyboardInterrupt,): it runs bodies
+        # in the test's main thread, where a real Ctrl-C lands and must stop the run.
+        self.reraise = reraise
         self.alias = get_settings().DATABASE
 
     def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
@@ -173,7 +179,7 @@ class Executor:
                 except RunSuspended as suspension:
                     ending.suspension = suspension
                 except BaseException as exc:
-                    if not isinstance(exc, Exception):
+                    if isinstance(exc, self.reraise):
                         raise
                     ending.error = exc
                 finally:
@@ -363,7 +369,7 @@ class Executor:
         job: ClaimedJob,
         handle: JobHandle | None,
         kwargs: dict[str, Any] | None,
-        exc: Exception,
+        exc: BaseException,
         token: CancelToken,
         started: float,
         *,
@@ -490,7 +496,7 @@ class _Ending:
     token: CancelToken
     started: float
     result: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     suspension: RunSuspended | None = None
 
     @property

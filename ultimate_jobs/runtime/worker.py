@@ -343,7 +343,10 @@ class Worker:
                 self._timer.wake_in(attempt.due_in)
             outcome = str(attempt.outcome)
             self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
-        except Exception:
+        except BaseException:
+            # Nothing may end a handler thread but the worker's own stop (W9): its slot
+            # would be lost for good. Signals only ever reach the main thread, so a
+            # BaseException here came from code that ran in this thread.
             logger.exception(
                 "jobs.attempt.crashed",
                 extra={

@@ -115,6 +115,9 @@ class JobsTestRunner:
             Settler(self.db, now=self.clock.now),
             jobs=self.jobs,
             body_context=self._body_context,
+            # A Ctrl-C of the test run stops it, as Django's ImmediateBackend lets it;
+            # every other exception a body raises ends its attempt, as in a worker.
+            reraise=(KeyboardInterrupt,),
         )
         served = list(queues or self.jobs.queues() or ["default"])
         attempts: list[Attempt] = []
