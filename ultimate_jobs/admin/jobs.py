@@ -136,6 +136,17 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     )
     exclude = ("input", "last_error", "lease_owner")
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The list, read now: a row Python cannot read is left out and named (B4)."""
+        changelist = super().get_changelist_instance(request)
+        page = changelist.result_list
+        list(page)
+        for pk, error in getattr(page, "unreadable", [])[:10]:
+            messages.warning(
+                request, f"Job {pk}: X_ROW_UNREADABLE, left out of this list ({error})"
+            )
+        return changelist
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:

@@ -16,8 +16,10 @@ from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
+from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, RowUnreadable
 from ultimate_jobs.models import Job, JobState, Worker
+from ultimate_jobs.observability import metrics
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -35,11 +37,15 @@ def parse_job_id(value: object) -> uuid.UUID:
 
 
 def find_job(job_id: uuid.UUID) -> Job:
-    """The job row, or JobNotFound."""
-    job = Job.objects.using(get_settings().DATABASE).filter(pk=job_id).first()
-    if job is None:
+    """The job row, or JobNotFound (RowUnreadable for a row Python cannot read, B4)."""
+    found = Job.objects.using(get_settings().DATABASE).filter(pk=job_id)[:1]
+    rows = list(found)
+    if not rows and getattr(found, "unreadable", None):
+        metrics.row_unreadable("job")
+        raise RowUnreadable("ultimate_jobs_job", job_id, found.unreadable[0][1])
+    if not rows:
         raise JobNotFound(job_id)
-    return job
+    return rows[0]
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -116,6 +122,14 @@ def list_jobs(
         raise InvalidArgument("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
     if state is not None and state not in JobState.values:
         raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+    for field, value, length in (
+        ("queue", queue, 63),
+        ("name", name, 200),
+        ("tenant", tenant, 200),
+        ("id_prefix", id_prefix, 36),
+    ):
+        if value is not None:
+            check_text(value, field=field, max_length=length)  # B1, B4
     filters = Q()
     if state is not None:
         filters &= Q(state=state)
@@ -141,12 +155,26 @@ def list_jobs(
         rows = rows.annotate(id_text=Cast("id", TextField())).filter(
             id_text__startswith=prefix
         )
-    page = list(rows.order_by("-id")[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
+    fetched = rows.order_by("-id")[: limit + 1]
+    read = list(fetched)
+    # B4: rows Python cannot read are left out of "jobs" and named in "unreadable";
+    # the page and its cursor count them like any row.
+    skipped = getattr(fetched, "unreadable", [])
+    if skipped:
+        metrics.row_unreadable("job", len(skipped))
+    entries: list[tuple[uuid.UUID, Job | str]] = [(job.id, job) for job in read]
+    entries += [(uuid.UUID(str(pk)), error) for pk, error in skipped]
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    more = len(entries) > limit
+    entries = entries[:limit]
     return {
-        "jobs": [job_json(job) for job in page],
-        "next": str(page[-1].id) if more and page else None,
+        "jobs": [job_json(item) for _, item in entries if isinstance(item, Job)],
+        "unreadable": [
+            {"id": str(pk), "error": item}
+            for pk, item in entries
+            if isinstance(item, str)
+        ],
+        "next": str(entries[-1][0]) if more and entries else None,
     }
 
 

@@ -26,8 +26,13 @@ from django.db import close_old_connections
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.context import correlation_scope, tenant_scope
+from ultimate_jobs.declaration.context import (
+    correlation_scope,
+    job_scope,
+    tenant_scope,
+)
 from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.redaction import Redaction, scrub_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.declaration.run import (
@@ -42,7 +47,6 @@ from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.durable.steps import Journal
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.exceptions import (
-    JobsError,
     JobTimeout,
     RunSuspended,
     UnknownJob,
@@ -126,9 +130,17 @@ class Executor:
             except UnknownJob as exc:
                 return self._failed(job, None, None, exc, token, started)
             definition = handle.definition
+            settings = get_settings()
+            redaction = Redaction(definition.redact, settings.REDACT)
             try:
-                kwargs = payload.decode(name, definition.signature, job["input"])
-            except JobsError as exc:  # InvalidJobPayload: terminal on this attempt (J1)
+                kwargs = payload.decode(
+                    name,
+                    definition.signature,
+                    job["input"],
+                    max_depth=settings.MAX_INPUT_DEPTH,
+                    redaction=redaction,
+                )
+            except Exception as exc:  # InvalidJobPayload: terminal on this attempt (J1)
                 return self._failed(job, handle, None, exc, token, started)
             deadlines = Deadlines(token, step_timeout=definition.step_timeout)
             journal = Journal(
@@ -154,9 +166,10 @@ class Executor:
                 queue=job["queue"],
                 cancel_token=token,
                 journal=journal,
+                secrets=tuple(redaction.secrets(kwargs)),
             )
             ending = _Ending(job, handle, kwargs, journal, token, started)
-            with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
+            with job_scope(name, run.tenant_id), correlation_scope(run.correlation_id):
                 job_started.send(sender=handle, run=run)
                 logger.info("jobs.attempt.started", extra=job_fields(job))
                 if self.deadline_settler is not None:
@@ -172,10 +185,14 @@ class Executor:
                     ending.result = self._call(handle, run, kwargs)
                 except RunSuspended as suspension:
                     ending.suspension = suspension
+                except KeyboardInterrupt:
+                    raise
                 except BaseException as exc:
-                    if not isinstance(exc, Exception):
-                        raise
-                    ending.error = exc
+                    # Any crash records its real error (B4): a RecursionError, a
+                    # MemoryError, even a body's sys.exit(); never a lapsed lease.
+                    ending.error = (
+                        exc if isinstance(exc, Exception) else BodyExited(exc)
+                    )
                 finally:
                     if timer is not None:
                         timer.cancel()
@@ -183,6 +200,15 @@ class Executor:
         finally:
             if self.manage_connections:
                 close_old_connections()
+
+    def crashed(
+        self, job: ClaimedJob, token: CancelToken, error: Exception, started: float
+    ) -> Attempt:
+        """Record an attempt whose running broke outside the body (a signal receiver,
+        a decode, a write that raised): its real error settles the row now, so it never
+        waits out its lease to end as LEASE_LAPSED_FINAL_ATTEMPT (B4)."""
+        handle = self.jobs.get(job["name"]) if job["name"] in self.jobs else None
+        return self._failed(job, handle, None, error, token, started)
 
     def _settle(self, ending: _Ending) -> Attempt:
         """Write the one outcome of the attempt (W9), unless its deadline did."""
@@ -371,10 +397,13 @@ class Executor:
         progress: str | None = None,
     ) -> Attempt:
         settler = settler or self.settler
+        secrets = _secrets(handle, kwargs)
         if token.is_set() and token.reason == DRAINING:
             # W6: the body stopped because of the drain; the attempt is not counted.
             landed = settler.release(job, uncount=True)
-            return self._report(job, Outcome.INTERRUPTED, landed, started, token, exc)
+            return self._report(
+                job, Outcome.INTERRUPTED, landed, started, token, exc, secrets=secrets
+            )
         if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
             # The row is no longer ours: any write would be fenced out; say so and stop.
             logger.warning(
@@ -402,9 +431,16 @@ class Executor:
                 else ("failed", Outcome.DROPPED)
             )
             landed = settler.bury(
-                job, state=state, error=exc, stop_reason=stop, progress=progress
+                job,
+                state=state,
+                error=exc,
+                stop_reason=stop,
+                progress=progress,
+                last_error=scrub_text(format_error(exc), secrets),
             )
-            attempt = self._report(job, outcome, landed, started, token, exc, stop=stop)
+            attempt = self._report(
+                job, outcome, landed, started, token, exc, stop=stop, secrets=secrets
+            )
             if landed and handle is not None:
                 self._announce(handle, job, kwargs, outcome, error=exc)
             return attempt
@@ -413,7 +449,9 @@ class Executor:
             delay = retry.stated(verdict) if retry is not None else verdict
         else:
             delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
-        run_at = settler.retry(job, delay, exc, progress)
+        run_at = settler.retry(
+            job, delay, exc, progress, last_error=scrub_text(format_error(exc), secrets)
+        )
         return self._report(
             job,
             Outcome.RETRIED,
@@ -423,6 +461,7 @@ class Executor:
             exc,
             run_at=run_at,
             due_in=delay,
+            secrets=secrets,
         )
 
     def _report(
@@ -438,6 +477,7 @@ class Executor:
         run_at: Any = None,
         due_in: float | None = None,
         duration: float | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> Attempt:
         if duration is None:
             duration = time.monotonic() - started
@@ -449,7 +489,9 @@ class Executor:
             "duration": round(duration, 6),
         }
         if error is not None:
-            fields["error"] = f"{type(error).__name__}: {error}"[:500]
+            fields["error"] = scrub_text(f"{type(error).__name__}: {error}", secrets)[
+                :500
+            ]
             fields["error_code"] = error_code(error)
         if stop is not None:
             fields["stop"] = stop
@@ -479,6 +521,15 @@ class Executor:
         announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
 
 
+class BodyExited(Exception):  # noqa: N818 - names what the body did
+    """A body raised a BaseException that is not an Exception (``sys.exit()``,
+    ``GeneratorExit``): recorded as the attempt's failure, with the original as cause."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.__cause__ = original
+
+
 @dataclass(eq=False)
 class _Ending:
     """How one body ended: returned a result, raised, or suspended."""
@@ -496,6 +547,16 @@ class _Ending:
     @property
     def returned(self) -> bool:
         return self.error is None and self.suspension is None
+
+
+def _secrets(
+    handle: JobHandle | None, kwargs: dict[str, Any] | None
+) -> tuple[str, ...]:
+    """The input's redacted values, kept out of the stored error and the logs (B5)."""
+    if handle is None or kwargs is None:
+        return ()
+    redaction = Redaction(handle.definition.redact, get_settings().REDACT)
+    return tuple(redaction.secrets(kwargs))
 
 
 def _heard(handle: JobHandle, job: ClaimedJob) -> bool:

@@ -51,6 +51,7 @@ from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.timers import WakeTimer
+from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
@@ -254,17 +255,20 @@ class Worker:
         with self._lock:
             held = self._held_rows()
         started = time.monotonic()
+        dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
         rows = db.run(
             JOB_CLAIM,
             queues=self.queues,
             limit=limit,
             worker_id=self.worker_id,
             lease_seconds=self.settings.LEASE,
-            dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
+            dropped=dropped,
             now=None,
             **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
         )
         metrics.claim_finished(time.monotonic() - started)
+        if db.unreadable:  # B4: rows Python cannot read are settled, never retried
+            bury_unreadable(Settler(db), db.unreadable, dropped=dropped)
         claimed = 0
         for row in rows:
             if row["buried"]:
@@ -337,20 +341,15 @@ class Worker:
             with self._lock:
                 entry.settling = True
 
+        started = time.monotonic()
         try:
             attempt = executor.execute(entry.row, entry.token, before_settle=settling)
             if attempt.due_in is not None and attempt.landed:
                 self._timer.wake_in(attempt.due_in)
             outcome = str(attempt.outcome)
             self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
-        except Exception:
-            logger.exception(
-                "jobs.attempt.crashed",
-                extra={
-                    "job_id": str(entry.row["id"]),
-                    "correlation_id": entry.row["correlation_id"],
-                },
-            )
+        except Exception as exc:
+            self._crashed(executor, entry, exc, started)
         finally:
             with self._lock:
                 self._held.pop(entry.row["id"], None)
@@ -360,6 +359,30 @@ class Worker:
             capped = entry.row.get("lease_key") is not None
             if self._saturated or capped or self.lifecycle.stopping.is_set():
                 self._wake.set()
+
+    def _crashed(
+        self, executor: Executor, entry: Held, error: Exception, started: float
+    ) -> None:
+        """The attempt broke outside its body. Unless the database is the trouble (the
+        lease then hands the row to the next claim), the real error settles it now."""
+        logger.error(
+            "jobs.attempt.crashed",
+            extra={
+                "job_id": str(entry.row["id"]),
+                "job_name": entry.row["name"],
+                "error": type(error).__name__,
+                "correlation_id": entry.row["correlation_id"],
+            },
+        )
+        if isinstance(error, QueryError):
+            return
+        try:
+            executor.crashed(entry.row, entry.token, error, started)
+        except Exception as exc:
+            logger.error(
+                "jobs.attempt.crash-unrecorded",
+                extra={"job_id": str(entry.row["id"]), "error": type(exc).__name__},
+            )
 
     # -- heartbeat ---------------------------------------------------------------
 

@@ -153,6 +153,8 @@ class Command(BaseCommand):
                     f"{job['id']}  {job['state']:<9} {job['attempt']}/{job['max_attempts']}  "
                     f"{job['queue']:<12} {job['name']}"
                 )
+            for row in result.get("unreadable", []):
+                self.stdout.write(f"{row['id']}  UNREADABLE  {row['error']}")
             if result["next"]:
                 self.stdout.write(f"next page: --after {result['next']}")
         elif verb == "stats":
