@@ -105,3 +105,61 @@ def test_a_crash_of_any_kind_records_its_real_error(start_worker):
     state, code, last_error = results[str(deep.id)]
     assert (state, code) == ("dead", "X_INPUT_TOO_DEEP")
     assert "LEASE_LAPSED" not in last_error
+
+
+def test_a_body_ignoring_its_timeout_is_logged_counted_and_reported(
+    start_worker, client
+):
+    """Defect 7: a body that ignores its timeout kept its thread with no trace. Now
+    the deadline fails the attempt and the lost slot is logged, counted in
+    ultimate_jobs_bodies_abandoned_total, on the worker's registry row and in
+    readiness, until the body returns."""
+    from tests.acceptance.test_observability import free_port, scrape
+    from tests.prom import value
+    from tests.testapp.hardening_jobs import ignores_timeout
+    from ultimate_jobs.models import Worker
+
+    port = free_port()
+    worker = start_worker(
+        "--concurrency", "1", "--metrics-port", str(port), LEASE=f"{LEASE:g}s"
+    )
+    answer = ignores_timeout.enqueue(key="slow", seconds=4 * LEASE)
+    wait_for(
+        lambda: Job.objects.filter(pk=answer.id, state="dead").exists(),
+        timeout=SETTLE,
+        message="the attempt failed at its 1 s deadline",
+    )
+    assert Job.objects.get(pk=answer.id).error_code == "X_JOB_TIMEOUT"
+    row = wait_for(
+        lambda: Worker.objects.filter(abandoned=1).first(),
+        timeout=SETTLE,
+        message="the registry row reporting the lost slot",
+    )
+    assert (row.slots, row.abandoned_jobs) == (1, [str(answer.id)])
+    worker.wait_log("jobs.timeout.overrun")
+    assert f"job_id={answer.id}" in worker.log()
+    series = scrape(port)
+    assert (
+        value(
+            series,
+            "ultimate_jobs_bodies_abandoned_total",
+            queue="default",
+            job=ignores_timeout.name,
+        )
+        == 1.0
+    )
+    ready = client.get("/health/ready")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["workers"] == {"live": 0, "slots": 1, "abandoned_slots": 1}
+    assert body["warnings"] == [
+        f"worker {row.id!r}: 1 of 1 slot(s) held by bodies past their timeout"
+    ]
+    # When the body returns at last, the slot is back.
+    wait_for(
+        lambda: Worker.objects.filter(pk=row.id, abandoned=0).exists(),
+        timeout=SETTLE,
+        message="the slot back once the body returned",
+    )
+    worker.wait_log("jobs.timeout.abandoned")
+    assert client.get("/health/ready").status_code == 200

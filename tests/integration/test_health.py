@@ -19,7 +19,9 @@ from ultimate_jobs.health import CHECK_ID, readiness, register_check
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.testapp.urls")]
 
 
-def register_worker(worker_id="w-1", lease_seconds=30.0, now=None):
+def register_worker(
+    worker_id="w-1", lease_seconds=30.0, now=None, slots=1, abandoned=()
+):
     DjangoDatabase("default").run(
         sql.QUERIES["worker_beat"],
         id=worker_id,
@@ -27,8 +29,10 @@ def register_worker(worker_id="w-1", lease_seconds=30.0, now=None):
         pid=os.getpid(),
         started_at=timezone.now(),
         queues=["default"],
-        slots=1,
-        in_flight=[],
+        slots=slots,
+        in_flight=list(abandoned),
+        abandoned=len(abandoned),
+        abandoned_jobs=list(abandoned),
         lease_seconds=lease_seconds,
         now=now,
     )
@@ -74,7 +78,7 @@ def test_ready_needs_a_live_worker_and_a_stopped_one_is_not_ready(client):
     register_worker("w-live")
     response = client.get("/health/ready")
     assert response.status_code == 200
-    assert response.json()["workers"] == {"live": 1}
+    assert response.json()["workers"] == {"live": 1, "slots": 1, "abandoned_slots": 0}
     # Its registry row expired: the worker stopped beating.
     register_worker("w-live", now=timezone.now() - timedelta(minutes=5))
     assert client.get("/health/ready").status_code == 503

@@ -25,6 +25,7 @@ from ultimate_jobs import api
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
+from ultimate_jobs.observability.redaction import shown
 
 BULK_LIMIT = 1000
 
@@ -129,12 +130,13 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "error_code",
         "stop_reason",
         "pretty_error",
-        "progress",
+        "pretty_progress",
+        "pretty_result",
         "step_trace",
         "correlation_id",
         "enqueued_by",
     )
-    exclude = ("input", "last_error", "lease_owner")
+    exclude = ("input", "last_error", "lease_owner", "progress", "result")
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The list, read now: a row Python cannot read is left out and named (B4)."""
@@ -171,22 +173,44 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="input")
     def pretty_input(self, job: Job) -> str:
+        """The input, redacted (B5: the job's paths and the REDACT patterns)."""
+        view = shown(job.name, job.input)
         return format_html(
-            "<pre>{}</pre>", json.dumps(job.input, indent=2, sort_keys=True)
+            "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
         )
 
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_error or "—")
+        return format_html(
+            "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
+        )
+
+    @admin.display(description="progress")
+    def pretty_progress(self, job: Job) -> str:
+        value = shown(job.name, job.input).value(job.progress)
+        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
+
+    @admin.display(description="result")
+    def pretty_result(self, job: Job) -> str:
+        value = shown(job.name, job.input).value(job.result)
+        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
-        """The current stage's steps with their timings (S1-S4; docs/steps.md)."""
-        lines = [
-            f"{s['name']}  {s['kind']}  {s['state']}  {s['started'] or '-'}"
-            f"  {s['finished'] or '-'}"
-            for s in api.job_json(job)["steps"]
-        ]
+        """The current stage's steps with their timings and outputs (S1-S4), the
+        outputs redacted like the input (B5)."""
+        view = shown(job.name, job.input)
+        lines = []
+        for step in job.steps.all():
+            if step.archived:
+                continue
+            output = "" if step.output is None else json.dumps(view.value(step.output))
+            lines.append(
+                f"{step.name}  {step.kind}  {step.status}  "
+                f"{step.started_at.isoformat() if step.started_at else '-'}  "
+                f"{step.finished_at.isoformat() if step.finished_at else '-'}"
+                f"{'  ' + output[:500] if output else ''}"
+            )
         return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])

@@ -20,6 +20,7 @@ from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, RowUnreadable
 from ultimate_jobs.models import Job, JobState, Worker
 from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -54,10 +55,17 @@ def get(job_id: object) -> dict[str, Any]:
 
 
 def job_json(job: Job) -> dict[str, Any]:
-    """The documented JSON shape of a job (docs/operations.md)."""
+    """The documented JSON shape of a job (docs/operations.md).
+
+    What the input holds is shown redacted (B5): ``input`` per the job's declared
+    paths and the REDACT patterns, and the input's redacted values in ``last_error``
+    and ``progress`` too (observability/redaction.py).
+    """
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
+
+    view = shown(job.name, job.input)
 
     return {
         "id": str(job.id),
@@ -70,15 +78,15 @@ def job_json(job: Job) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "tenant_id": job.tenant_id,
         "idempotency_key": job.idempotency_key,
-        "input": job.input,
+        "input": view.input,
         "run_at": when(job.run_at),
         "created_at": when(job.created_at),
         "started_at": when(job.started_at),
         "finished_at": when(job.finished_at),
-        "last_error": job.last_error,
+        "last_error": view.text(job.last_error),
         "error_code": job.error_code,
         "stop_reason": job.stop_reason,
-        "progress": job.progress,
+        "progress": view.value(job.progress),
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
         "worker_id": job.worker_id,

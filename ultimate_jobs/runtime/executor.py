@@ -112,11 +112,15 @@ class Executor:
         token: CancelToken | None = None,
         *,
         before_settle: Callable[[], None] | None = None,
+        on_overrun: Callable[[], None] | None = None,
     ) -> Attempt:
         """Run one claimed row to exactly one outcome and write it.
 
         ``before_settle`` is called just before the outcome is written (the worker marks
         the job as settling, so its heartbeat stops renewing and reporting it).
+        ``on_overrun`` is called when the attempt was failed at its deadline while the
+        body runs on, ignoring its token: the body holds its thread until it returns
+        (the worker reports that lost capacity).
         """
         self.settler.before_write = before_settle
         started = time.monotonic()
@@ -174,7 +178,7 @@ class Executor:
                 logger.info("jobs.attempt.started", extra=job_fields(job))
                 if self.deadline_settler is not None:
                     deadlines.on_expiry = lambda what: self._settle_at_deadline(
-                        ending, before_settle
+                        ending, before_settle, on_overrun
                     )
                 timer = (
                     deadlines.arm(definition.timeout, ATTEMPT)
@@ -283,12 +287,16 @@ class Executor:
         )
 
     def _settle_at_deadline(
-        self, ending: _Ending, before_settle: Callable[[], None] | None
+        self,
+        ending: _Ending,
+        before_settle: Callable[[], None] | None,
+        on_overrun: Callable[[], None] | None = None,
     ) -> None:
         """S6, in a worker: fail the attempt now; the body may go on, fenced out."""
         deadlines = ending.journal.deadlines
         if self.deadline_settler is None or not deadlines.settle_once():
             return
+        self._overrun(ending, on_overrun)
         settler = self.deadline_settler()
         settler.before_write = before_settle
         try:
@@ -323,6 +331,23 @@ class Executor:
         error = JobTimeout(f"{definition.name}: {message}")
         error.__cause__ = ending.error
         return error
+
+    def _overrun(self, ending: _Ending, on_overrun: Callable[[], None] | None) -> None:
+        """S6: the deadline passed with the body still running. Nothing can stop a
+        thread: it stays busy until the body looks at its token or returns. Logged,
+        counted (``ultimate_jobs_bodies_abandoned_total``) and reported (the worker's
+        registry row and readiness) as lost capacity."""
+        logger.error(
+            "jobs.timeout.overrun",
+            extra={
+                **job_fields(ending.job),
+                "deadline": ending.journal.deadlines.expired,
+                "ran_for": round(time.monotonic() - ending.started, 3),
+            },
+        )
+        metrics.body_abandoned(ending.job["queue"], ending.job["name"], jobs=self.jobs)
+        if on_overrun is not None:
+            on_overrun()
 
     def _abandoned(self, ending: _Ending) -> None:
         """S6: the body ignored its cancelled token and finished anyway."""

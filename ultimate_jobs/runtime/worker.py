@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.exceptions import QueryError
@@ -60,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
+MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
 
 
 @dataclass(eq=False)
@@ -71,6 +73,9 @@ class Held:
     # When the last renewal landed (monotonic clock).
     renewed_at: float = field(default_factory=time.monotonic)
     settling: bool = False  # the body ended; its outcome is being written
+    # Failed at its deadline while the body runs on, ignoring its token (S6): its
+    # handler thread is lost capacity until the body returns.
+    overrun: bool = False
 
 
 @dataclass
@@ -109,8 +114,14 @@ class Worker:
             queues or self.settings.QUEUES or jobs.queues() or ["default"]
         )
         self.concurrency = concurrency or self.settings.CONCURRENCY
+        if worker_id is not None:
+            # B4: an id past the column would start a worker whose every claim fails.
+            check_text(
+                worker_id, field="worker_id", max_length=MAX_WORKER_ID, empty=False
+            )
         self.worker_id = worker_id or (
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+            f"{socket.gethostname()[: MAX_WORKER_ID - 20]}:{os.getpid()}:"
+            f"{uuid.uuid4().hex[:6]}"
         )
         self.stats = WorkerStats()
         self.budget = Budget(limits)  # per-process budgets (L3); fleet caps are in SQL
@@ -120,6 +131,7 @@ class Worker:
         self._idle_changed = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._finished = threading.Event()  # every thread may exit
+        self._wake_heartbeat = threading.Event()  # beat now (set with _finished too)
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
@@ -157,6 +169,7 @@ class Worker:
             self._acks.close(timeout=self.settings.LEASE)
             acks_db.close()
             self._finished.set()
+            self._wake_heartbeat.set()
             self._timer.stop()
             for _ in range(self.concurrency):
                 self._work.put(None)
@@ -342,8 +355,16 @@ class Worker:
                 entry.settling = True
 
         started = time.monotonic()
+
+        def overrun() -> None:
+            with self._lock:
+                entry.overrun = True
+            self._wake_heartbeat.set()  # report the lost slot now, not a beat later
+
         try:
-            attempt = executor.execute(entry.row, entry.token, before_settle=settling)
+            attempt = executor.execute(
+                entry.row, entry.token, before_settle=settling, on_overrun=overrun
+            )
             if attempt.due_in is not None and attempt.landed:
                 self._timer.wake_in(attempt.due_in)
             outcome = str(attempt.outcome)
@@ -391,7 +412,8 @@ class Worker:
         try:
             while not self._finished.is_set():
                 self.beat(db)
-                self._finished.wait(self.settings.heartbeat_seconds)
+                self._wake_heartbeat.wait(self.settings.heartbeat_seconds)
+                self._wake_heartbeat.clear()
         finally:
             db.close()
 
@@ -481,7 +503,13 @@ class Worker:
                 },
             )
 
+    def overrun_ids(self) -> list[uuid.UUID]:
+        """The jobs whose bodies ran past their deadline and still hold a thread."""
+        with self._lock:
+            return [job_id for job_id, entry in self._held.items() if entry.overrun]
+
     def _register(self, db: DirectDatabase) -> None:
+        overrun = self.overrun_ids()
         try:
             db.run(
                 QUERIES["worker_beat"],
@@ -492,6 +520,8 @@ class Worker:
                 queues=self.queues,
                 slots=self.concurrency,
                 in_flight=self.held_ids()[:100],
+                abandoned=len(overrun),
+                abandoned_jobs=overrun[:100],
                 lease_seconds=self.settings.LEASE,
                 now=None,
             )
