@@ -120,3 +120,18 @@ def reads_documents_without_tenant(run: Run, key: str, cross: bool = False) -> N
 def ignores_timeout(run: Run, key: str, seconds: float = 4.0) -> None:
     """Sleeps past its timeout without looking at its cancel token."""
     time.sleep(seconds)
+
+
+@job(idempotency_key=by_key, tenant=lambda p: p["tenant"], retry=Retry(attempts=1))
+def writes_documents(run: Run, key: str, tenant: str) -> None:
+    """Writes through the guarded manager: a create takes the run's tenant, another
+    tenant's is refused, an update and a delete touch the run's tenant only."""
+    from ultimate_jobs import JobTenantMismatch
+
+    Document.objects.create(title="made-in-job")
+    try:
+        Document.objects.create(title="smuggled", tenant_id="globex")
+    except JobTenantMismatch as exc:
+        Record.objects.create(key=key, event=exc.code)
+    Document.objects.filter(title__startswith="a").update(title="renamed")
+    Document.objects.filter(title="doomed").delete()
