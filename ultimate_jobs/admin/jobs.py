@@ -71,10 +71,12 @@ def _audit(request: HttpRequest, job: Job, message: str) -> None:
 
 
 def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) -> None:
+    """Apply one verb to the selected jobs, recording the admin user as its actor."""
     done, refused = 0, []
+    actor = api.operator_of(request.user, source="admin")
     for job in queryset[:BULK_LIMIT]:
         try:
-            call(job.pk)
+            call(job.pk, actor)
         except JobsError as exc:
             refused.append(f"{job.pk}: {exc.code}")
             continue
@@ -135,6 +137,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "step_trace",
         "correlation_id",
         "enqueued_by",
+        "operator_actions",
     )
     exclude = ("input", "last_error", "lease_owner", "progress", "result")
 
@@ -190,6 +193,17 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         value = shown(job.name, job.input).value(job.progress)
         return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
 
+    @admin.display(description="operator actions")
+    def operator_actions(self, job: Job) -> str:
+        """Who cancelled, retried or promoted this job, and when (P2)."""
+        lines = [
+            f"{a['at']}  {a['action']}  by {a['actor']['name'] or '-'} "
+            f"(id {a['actor']['id'] or '-'}, {a['actor']['source']})"
+            f"{'  ' + a['reason'] if a['reason'] else ''}"
+            for a in api.job_actions(job.pk)
+        ]
+        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+
     @admin.display(description="result")
     def pretty_result(self, job: Job) -> str:
         value = shown(job.name, job.input).value(job.result)
@@ -215,7 +229,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "retry", api.retry)
+        _apply(request, queryset, "retry", lambda pk, who: api.retry(pk, actor=who))
 
     @admin.action(description="Cancel", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
@@ -223,16 +237,16 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             request,
             queryset,
             "cancel",
-            lambda pk: api.cancel(pk, f"cancelled by {request.user}"),
+            lambda pk, who: api.cancel(pk, f"cancelled by {request.user}", actor=who),
         )
 
     @admin.action(description="Run now (promote)", permissions=["operate"])
     def promote_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "promote", api.promote)
+        _apply(request, queryset, "promote", lambda pk, who: api.promote(pk, actor=who))
 
     @admin.action(description="Remove", permissions=["remove"])
     def remove_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "remove", api.remove)
+        _apply(request, queryset, "remove", lambda pk, who: api.remove(pk, actor=who))
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("ultimate_jobs.change_job")

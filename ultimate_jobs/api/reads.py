@@ -18,7 +18,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, RowUnreadable
-from ultimate_jobs.models import Job, JobState, Worker
+from ultimate_jobs.models import Job, JobAction, JobState, Worker
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
@@ -54,13 +54,20 @@ def get(job_id: object) -> dict[str, Any]:
     return job_json(find_job(parse_job_id(job_id)))
 
 
-def job_json(job: Job) -> dict[str, Any]:
+def job_json(job: Job, actions: list[JobAction] | None = None) -> dict[str, Any]:
     """The documented JSON shape of a job (docs/operations.md).
 
     What the input holds is shown redacted (B5): ``input`` per the job's declared
     paths and the REDACT patterns, and the input's redacted values in ``last_error``
-    and ``progress`` too (observability/redaction.py).
+    and ``progress`` too (observability/redaction.py). ``actions`` is who moved the
+    job from an operator surface (P2), oldest first; read when not given.
     """
+    if actions is None:
+        actions = list(
+            JobAction.objects.using(job._state.db or get_settings().DATABASE)
+            .filter(job_id=job.id)
+            .order_by("id")
+        )
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
@@ -90,6 +97,7 @@ def job_json(job: Job) -> dict[str, Any]:
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
         "worker_id": job.worker_id,
+        "actions": [action_json(action) for action in actions],
         # The current stage's steps, oldest first (prefetch_related("steps") in lists).
         "steps": [
             {
@@ -121,7 +129,11 @@ def list_jobs(
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """One page of jobs, newest first; ``next`` is the cursor of the following page."""
+    """One page of jobs, newest first; ``next`` is the cursor of the following page.
+
+    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+    (its id and why); the page and its cursor count it like any row.
+    """
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
@@ -139,18 +151,17 @@ def list_jobs(
         if value is not None:
             check_text(value, field=field, max_length=length)  # B1, B4
     filters = Q()
-    if state is not None:
-        filters &= Q(state=state)
-    if queue is not None:
-        filters &= Q(queue=queue)
-    if name is not None:
-        filters &= Q(name=name)
-    if tenant is not None:
-        filters &= Q(tenant_id=tenant)
-    if created_from is not None:
-        filters &= Q(created_at__gte=created_from)
-    if created_to is not None:
-        filters &= Q(created_at__lt=created_to)
+    lookups: tuple[tuple[str, object], ...] = (
+        ("state", state),
+        ("queue", queue),
+        ("name", name),
+        ("tenant_id", tenant),
+        ("created_at__gte", created_from),
+        ("created_at__lt", created_to),
+    )
+    for lookup, wanted in lookups:
+        if wanted is not None:
+            filters &= Q(**{lookup: wanted})
     if after is not None:
         filters &= Q(id__lt=_cursor(after))
     rows = _jobs().filter(filters)
@@ -163,7 +174,10 @@ def list_jobs(
         rows = rows.annotate(id_text=Cast("id", TextField())).filter(
             id_text__startswith=prefix
         )
-    fetched = rows.order_by("-id")[: limit + 1]
+    return _page(rows.order_by("-id")[: limit + 1], limit)
+
+
+def _page(fetched: QuerySet[Job], limit: int) -> dict[str, Any]:
     read = list(fetched)
     # B4: rows Python cannot read are left out of "jobs" and named in "unreadable";
     # the page and its cursor count them like any row.
@@ -175,8 +189,19 @@ def list_jobs(
     entries.sort(key=lambda entry: entry[0], reverse=True)
     more = len(entries) > limit
     entries = entries[:limit]
+    actions: dict[uuid.UUID, list[JobAction]] = {job.id: [] for job in read}
+    for action in (
+        JobAction.objects.using(get_settings().DATABASE)
+        .filter(job_id__in=list(actions))
+        .order_by("id")
+    ):
+        actions[action.job_id].append(action)
     return {
-        "jobs": [job_json(item) for _, item in entries if isinstance(item, Job)],
+        "jobs": [
+            job_json(item, actions[item.id])
+            for _, item in entries
+            if isinstance(item, Job)
+        ],
         "unreadable": [
             {"id": str(pk), "error": item}
             for pk, item in entries
@@ -184,6 +209,24 @@ def list_jobs(
         ],
         "next": str(entries[-1][0]) if more and entries else None,
     }
+
+
+def action_json(row: JobAction) -> dict[str, Any]:
+    """One operator action as ``jobs show --json`` carries it (P2)."""
+    return {
+        "action": row.action,
+        "actor": {"id": row.actor_id, "name": row.actor_name, "source": row.source},
+        "reason": row.reason,
+        "at": row.at.isoformat(),
+    }
+
+
+def job_actions(job_id: object) -> list[dict[str, Any]]:
+    """Who did what to a job, oldest first; a removed job's record included."""
+    rows = JobAction.objects.using(get_settings().DATABASE).filter(
+        job_id=parse_job_id(job_id)
+    )
+    return [action_json(row) for row in rows.order_by("id")]
 
 
 def _cursor(value: str | uuid.UUID) -> uuid.UUID:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from typing import Any
 
@@ -14,6 +15,26 @@ from ultimate_jobs import api
 from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.observability import counters
+
+
+def add_actor_argument(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--actor",
+        help="who is doing this, recorded with the job (default: the OS user)",
+    )
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (a bare container)
+        return "unknown"
+
+
+def actor_of(options: dict[str, Any]) -> api.Operator:
+    """The operator of a command-line verb: ``--actor``, else the OS user (P2)."""
+    name = options.get("actor") or os_user()
+    return api.operator_of(api.Operator(name, name, "cli"))
 
 
 class Command(BaseCommand):
@@ -42,6 +63,8 @@ class Command(BaseCommand):
             sub = verbs.add_parser(verb, help=text)
             sub.add_argument("id")
             sub.add_argument("--json", action="store_true")
+            if verb != "show":
+                add_actor_argument(sub)
             if verb == "cancel":
                 sub.add_argument("--reason", default="cancelled from the command line")
         for verb in ("pause", "resume"):
@@ -58,6 +81,7 @@ class Command(BaseCommand):
         bulk.add_argument("--tenant")
         bulk.add_argument("--reason", default="cancelled from the command line")
         bulk.add_argument("--json", action="store_true")
+        add_actor_argument(bulk)
         counted = verbs.add_parser("counters", help="per-job counts since a time (P5)")
         counted.add_argument("--since", default="1h", help="a duration: 1h, 1d, 7d")
         counted.add_argument("--name")
@@ -102,20 +126,29 @@ class Command(BaseCommand):
         return api.get(options["id"])
 
     def do_retry(self, options: dict[str, Any]) -> dict[str, Any]:
-        run_id = api.retry(options["id"])
-        return {"id": options["id"], "run_id": str(run_id), "state": "ready"}
+        who = actor_of(options)
+        run_id = api.retry(options["id"], actor=who)
+        return {
+            "id": options["id"],
+            "run_id": str(run_id),
+            "state": "ready",
+            "actor": who.as_dict(),
+        }
 
     def do_cancel(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.cancel(options["id"], options["reason"])
-        return {"id": options["id"], "state": "cancelled"}
+        who = actor_of(options)
+        api.cancel(options["id"], options["reason"], actor=who)
+        return {"id": options["id"], "state": "cancelled", "actor": who.as_dict()}
 
     def do_remove(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.remove(options["id"])
-        return {"id": options["id"], "removed": True}
+        who = actor_of(options)
+        api.remove(options["id"], actor=who)
+        return {"id": options["id"], "removed": True, "actor": who.as_dict()}
 
     def do_promote(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.promote(options["id"])
-        return {"id": options["id"], "state": "ready"}
+        who = actor_of(options)
+        api.promote(options["id"], actor=who)
+        return {"id": options["id"], "state": "ready", "actor": who.as_dict()}
 
     def do_pause(self, options: dict[str, Any]) -> dict[str, Any]:
         api.pause_queue(options["queue"], by="manage.py jobs")
@@ -133,6 +166,7 @@ class Command(BaseCommand):
             name=options["name"],
             tenant_id=options["tenant"],
             reason=options["reason"],
+            actor=actor_of(options),
         )
 
     def do_counters(self, options: dict[str, Any]) -> list[dict[str, Any]]:
