@@ -280,3 +280,31 @@ def test_the_error_names_the_value_but_never_a_gigantic_one():
         takes_anything.enqueue(key="k", data=["x" * 100_000, 10**5000])
     assert len(str(info.value)) < 400
     assert json.dumps(info.value.field) == '"data[1]"'
+
+
+def test_a_body_s_nul_in_a_step_result_or_a_note_is_refused_not_sent(jobs):
+    """B4 inside a body: refused with a coded error before the write, not a retryable
+    X_QUERY that would fail every attempt the same way."""
+    from tests.testapp.hardening_jobs import writes_a_nul
+
+    step = writes_a_nul.enqueue(key="s", where="step")
+    note = writes_a_nul.enqueue(key="p", where="progress")
+    assert [a.outcome for a in jobs.run()] == ["dead-lettered", "dead-lettered"]
+    for answer, field in ((step, "result of step 'nul' at text"), (note, "note")):
+        job = Job.objects.get(pk=answer.id)
+        assert job.error_code == "X_INVALID_ARGUMENT"
+        assert f"{field}=" in job.last_error
+
+
+def test_publish_event_and_pause_refuse_text_postgresql_cannot_hold():
+    from ultimate_jobs import api, publish_event
+
+    with transaction.atomic():
+        with pytest.raises(InvalidArgument) as info:
+            publish_event("order.paid", {"note": "a\x00"})
+        assert info.value.field == "payload.note"
+        with pytest.raises(InvalidArgument):
+            publish_event("order\x00paid", {})
+        with pytest.raises(InvalidArgument):
+            api.pause_queue("default", by="ops\x00")
+        Record.objects.create(key="after", event="x")  # the transaction is intact

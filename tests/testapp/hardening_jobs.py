@@ -135,3 +135,12 @@ def writes_documents(run: Run, key: str, tenant: str) -> None:
         Record.objects.create(key=key, event=exc.code)
     Document.objects.filter(title__startswith="a").update(title="renamed")
     Document.objects.filter(title="doomed").delete()
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, retry=Retry(attempts=1))
+def writes_a_nul(run: Run, key: str, where: str) -> None:
+    """A body handing PostgreSQL a NUL: in a step's result or a progress note."""
+    if where == "step":
+        run.step("nul", lambda: {"text": "a\x00b"})
+    if where == "progress":
+        run.progress(1, 2, note="half\x00way")

@@ -204,7 +204,8 @@ def promote(job_id: object, *, actor: Any = None) -> None:
 
 def pause_queue(queue: str, *, by: str = "") -> None:
     """Pause a queue: no worker claims from it from its next claim on; enqueues land."""
-    _db().run(QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by[:255])
+    by = check_text(str(by)[:255], field="by", max_length=255)
+    _db().run(QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by)
 
 
 def resume_queue(queue: str) -> bool:

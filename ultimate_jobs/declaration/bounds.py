@@ -42,10 +42,11 @@ def text_problem(value: str) -> str | None:
     """Why PostgreSQL would refuse ``value`` as text, or None when it would not."""
     if "\x00" in value:
         return "holds a NUL character (PostgreSQL text cannot)"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "holds a lone surrogate (not valid Unicode text)"
+    if not value.isascii():  # only non-ASCII text can hold a surrogate
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "holds a lone surrogate (not valid Unicode text)"
     return None
 
 
@@ -100,6 +101,20 @@ class JsonProblem:
     kind: str = "value"  # "value", "deep" (past max_depth) or "large" (past max_bytes)
 
 
+Node = tuple[Any, "str | int"] | None  # (parent node, key): a path, built on demand
+
+
+def _path_of(node: Node) -> str:
+    keys: list[str | int] = []
+    while node is not None:
+        node, key = node
+        keys.append(key)
+    path = ""
+    for key in reversed(keys):
+        path = _path(path, key)
+    return path
+
+
 def json_problem(  # noqa: C901 - one branch per JSON type
     value: Any, *, max_depth: int, max_bytes: int | None = None
 ) -> JsonProblem | None:
@@ -108,50 +123,63 @@ def json_problem(  # noqa: C901 - one branch per JSON type
     Strings (keys too) must hold no NUL and no lone surrogate; integers fit in 64 bits;
     floats are finite; containers nest at most ``max_depth`` deep (the value itself is
     depth 1). With ``max_bytes``, text whose characters alone pass it is refused before
-    anything is encoded.
+    anything is encoded. The path of a value is built only when it is refused.
     """
-    stack: list[tuple[str, Any, int]] = [("", value, 1)]
+    stack: list[tuple[Any, int, Node]] = [(value, 1, None)]
     chars = 0
+    budget = max_bytes if max_bytes is not None else -1
     while stack:
-        path, item, depth = stack.pop()
-        if item is None or isinstance(item, bool):
+        item, depth, node = stack.pop()
+        kind = type(item)
+        if item is None or kind is bool:
             continue
-        if isinstance(item, str):
+        if kind is str or isinstance(item, str):
             chars += len(item)
             if (problem := text_problem(item)) is not None:
-                return JsonProblem(path, item, problem)
-        elif isinstance(item, int):
+                return JsonProblem(_path_of(node), item, problem)
+        elif kind is int or (isinstance(item, int) and not isinstance(item, bool)):
             if not MIN_BIGINT <= item <= MAX_BIGINT:
-                return JsonProblem(path, item, "an integer outside 64 bits")
-        elif isinstance(item, float):
+                return JsonProblem(_path_of(node), item, "an integer outside 64 bits")
+        elif kind is float or isinstance(item, float):
             if not math.isfinite(item):
                 return JsonProblem(
-                    path, item, "not JSON-serialisable: not a finite number"
+                    _path_of(node), item, "not JSON-serialisable: not a finite number"
                 )
-        elif isinstance(item, dict | list | tuple):
+        elif isinstance(item, dict):
             if depth > max_depth:
                 return JsonProblem(
-                    path, "...", f"nested deeper than {max_depth} levels", "deep"
+                    _path_of(node),
+                    "...",
+                    f"nested deeper than {max_depth} levels",
+                    "deep",
                 )
-            if isinstance(item, dict):
-                for key, child in item.items():
-                    if not isinstance(key, str):
-                        return JsonProblem(path, key, "object keys are strings")
-                    chars += len(key)
-                    if (problem := text_problem(key)) is not None:
-                        return JsonProblem(_path(path, key), key, f"key {problem}")
-                    stack.append((_path(path, key), child, depth + 1))
-            else:
-                for index, child in enumerate(item):
-                    stack.append((_path(path, index), child, depth + 1))
+            for key, child in item.items():
+                if type(key) is not str and not isinstance(key, str):
+                    return JsonProblem(_path_of(node), key, "object keys are strings")
+                chars += len(key)
+                if (problem := text_problem(key)) is not None:
+                    return JsonProblem(_path_of((node, key)), key, f"key {problem}")
+                stack.append((child, depth + 1, (node, key)))
+        elif isinstance(item, list | tuple):
+            if depth > max_depth:
+                return JsonProblem(
+                    _path_of(node),
+                    "...",
+                    f"nested deeper than {max_depth} levels",
+                    "deep",
+                )
+            for index, child in enumerate(item):
+                stack.append((child, depth + 1, (node, index)))
         else:
             return JsonProblem(
-                path,
+                _path_of(node),
                 item,
                 "not JSON-serialisable (str, int, float, bool, None, list, dict)",
             )
-        if max_bytes is not None and chars > max_bytes:
-            return JsonProblem(path, chars, f"more than {max_bytes} bytes", "large")
+        if budget >= 0 and chars > budget:
+            return JsonProblem(
+                _path_of(node), chars, f"more than {max_bytes} bytes", "large"
+            )
     return None
 
 

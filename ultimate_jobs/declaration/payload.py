@@ -152,7 +152,7 @@ def encode(
         max_bytes=max_bytes,
         show=lambda field, value: _shown(redaction, field, value),
     )
-    validate(job, signature, kwargs, redaction=redaction)
+    validate(job, signature, kwargs, redaction=redaction, json_checked=True)
     try:
         encoded = _dump(dict(kwargs))
     except (TypeError, ValueError) as exc:
@@ -200,7 +200,7 @@ def decode(
         max_depth=max_depth,
         show=lambda field, bad: _shown(redaction, field, bad),
     )
-    validate(job, signature, value, redaction=redaction)
+    validate(job, signature, value, redaction=redaction, json_checked=True)
     return value
 
 
@@ -210,10 +210,12 @@ def validate(
     kwargs: Mapping[str, Any],
     *,
     redaction: Redaction | None = None,
+    json_checked: bool = False,
 ) -> None:
     """Refuse missing or unknown parameters and values that break their annotation.
 
-    Call it on a value ``check_json`` accepted: the annotation checks recurse.
+    Call it on a value ``check_json`` accepted (``json_checked``: the JSON walk is then
+    not repeated): the annotation checks recurse.
     """
     if not isinstance(kwargs, Mapping):
         raise InvalidJobPayload(
@@ -243,7 +245,7 @@ def validate(
             raise InvalidJobPayload(
                 job, param.name, _shown(redaction, param.name, value), problem
             )
-    for name, value in kwargs.items():
+    for name, value in () if json_checked else kwargs.items():
         if not _is_json(value):
             raise InvalidJobPayload(
                 job,

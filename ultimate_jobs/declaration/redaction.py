@@ -21,6 +21,7 @@ builds the Redaction of a job by name and is what every surface calls.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ DEFAULT_PATTERNS = (
     "cookie",
 )
 MIN_SECRET_CHARS = 4  # shorter hidden values are not scrubbed from free text
+_CONTAINERS = (dict, list, tuple)  # JSON values: what an input is made of
 
 
 def check_paths(
@@ -83,17 +85,24 @@ class Redaction:
     paths: tuple[str, ...] = ()
     patterns: tuple[str, ...] = DEFAULT_PATTERNS
     split: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
+    _keys: dict[str, bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(p.lower() for p in self.patterns))
         object.__setattr__(
             self, "split", tuple(tuple(path.split(".")) for path in self.paths)
         )
+        object.__setattr__(self, "_keys", {})
 
     def hides_key(self, key: str) -> bool:
         """Whether a key matches a pattern (anywhere in the input)."""
-        lowered = key.lower()
-        return any(pattern in lowered for pattern in self.patterns)
+        known = self._keys.get(key)
+        if known is None:
+            lowered = key.lower()
+            known = any(pattern in lowered for pattern in self.patterns)
+            if len(self._keys) < 10_000:  # the keys a deployment's jobs use
+                self._keys[key] = known
+        return known
 
     def hides_path(self, path: str) -> bool:
         """Whether the value at a dotted path (an error's field: ``card.number``,
@@ -128,24 +137,26 @@ class Redaction:
         """The hidden values of ``value`` as text (each string, number or nested value
         under a hidden key), longest first, for ``scrub``."""
         found: set[str] = set()
-        for hidden in self._hidden(value, list(self.split)):
-            for text in _texts(hidden):
-                if len(text) >= MIN_SECRET_CHARS:
-                    found.add(text)
+        stack: list[tuple[Any, tuple[tuple[str, ...], ...]]] = [(value, self.split)]
+        while stack:
+            item, paths = stack.pop()
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    name = key if type(key) is str else str(key)
+                    below = tuple(p[1:] for p in paths if p[0] == name) if paths else ()
+                    if self.hides_key(name) or () in below:
+                        found.update(
+                            t for t in _texts(child) if len(t) >= MIN_SECRET_CHARS
+                        )
+                    elif isinstance(child, _CONTAINERS):
+                        stack.append((child, below))
+            elif isinstance(item, list | tuple):
+                stack.extend(
+                    (child, paths) for child in item if isinstance(child, _CONTAINERS)
+                )
+        if not found:
+            return []
         return sorted(found, key=lambda text: (-len(text), text))
-
-    def _hidden(self, value: Any, paths: list[tuple[str, ...]]) -> Iterator[Any]:
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                name = str(key)
-                below = [p[1:] for p in paths if p and p[0] == name]
-                if self.hides_key(name) or any(not p for p in below):
-                    yield item
-                else:
-                    yield from self._hidden(item, below)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                yield from self._hidden(item, paths)
 
     def scrub(
         self, text: str, value: Any = None, *, secrets: Iterable[str] = ()
@@ -154,6 +165,35 @@ class Redaction:
         replaced by ``[redacted]``, in the forms a message prints it: as it is, as a
         Python repr and as JSON."""
         return scrub_text(text, [*self.secrets(value), *secrets])
+
+
+class LazySecrets:
+    """A value's hidden texts, found the first time they are asked for: an attempt
+    whose body logs nothing and succeeds never walks its input for them."""
+
+    def __init__(self, redaction: Redaction, value: Any) -> None:
+        self._redaction = redaction
+        self._value = value
+
+    @functools.cached_property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(self._redaction.secrets(self._value))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self.texts
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_redaction(paths: tuple[str, ...], patterns: tuple[str, ...]) -> Redaction:
+    """The Redaction of ``paths`` and ``patterns``, made once and reused (it caches
+    which keys its patterns match)."""
+    return Redaction(paths, patterns)
 
 
 def _texts(value: Any) -> Iterator[str]:

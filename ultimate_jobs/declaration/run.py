@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,7 @@ class RunLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     ``extra`` fields and a logged traceback."""
 
     def __init__(
-        self, logger: logging.Logger, extra: dict[str, Any], secrets: tuple[str, ...]
+        self, logger: logging.Logger, extra: dict[str, Any], secrets: Collection[str]
     ) -> None:
         super().__init__(logger, extra)
         self.secrets = secrets
@@ -129,7 +129,7 @@ class Run:
     cancel_token: CancelToken = field(default_factory=CancelToken)
     journal: Journal | None = field(default=None, repr=False)
     # The input's redacted values (B5): run.logger replaces them in what it logs.
-    secrets: tuple[str, ...] = field(default=(), repr=False)
+    secrets: Collection[str] = field(default=(), repr=False)
     logger: RunLogger = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -22,7 +22,7 @@ from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.bounds import check_instant
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.durations import parse_duration
-from ultimate_jobs.declaration.redaction import Redaction
+from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import Json
 
@@ -61,7 +61,7 @@ def reschedule_intent(
             )
         check_instant(run_at, field="run_at", job=name)  # B4
     settings = get_settings()
-    redaction = Redaction(definition.redact, settings.REDACT)
+    redaction = cached_redaction(definition.redact, settings.REDACT)
     bounds: dict[str, Any] = {
         "max_bytes": settings.MAX_INPUT_BYTES,
         "max_depth": settings.MAX_INPUT_DEPTH,

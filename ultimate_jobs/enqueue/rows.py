@@ -26,7 +26,7 @@ from ultimate_jobs.declaration.definition import (
     NoTenant,
 )
 from ultimate_jobs.declaration.ids import uuid7s
-from ultimate_jobs.declaration.redaction import Redaction
+from ultimate_jobs.declaration.redaction import Redaction, cached_redaction
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobDeclarationInvalid,
@@ -82,7 +82,7 @@ MAX_TENANT_LENGTH = 200  # the tenant_id column
 
 def redaction_of(definition: JobDefinition) -> Redaction:
     """The job's redaction: its declared paths and the REDACT setting's patterns (B5)."""
-    return Redaction(definition.redact, get_settings().REDACT)
+    return cached_redaction(definition.redact, get_settings().REDACT)
 
 
 def _call(
@@ -184,7 +184,7 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
     """Check every input and answer the rows to write; raises before anything is written."""
     definition, options = handle.definition, handle.options
     settings = get_settings()
-    redaction = Redaction(definition.redact, settings.REDACT)
+    redaction = cached_redaction(definition.redact, settings.REDACT)
     correlation_id = check_text(
         current_correlation_id()[:MAX_CORRELATION_LENGTH],
         field="correlation_id",

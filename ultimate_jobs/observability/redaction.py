@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration.redaction import REDACTED, Redaction
+from ultimate_jobs.declaration.redaction import REDACTED, Redaction, cached_redaction
 from ultimate_jobs.declaration.registry import registry
 
 
 def redaction_for(name: str) -> Redaction:
     """The redaction of the job ``name``: its declared paths and the REDACT patterns."""
     paths = registry.get(name).definition.redact if name in registry else ()
-    return Redaction(paths, get_settings().REDACT)
+    return cached_redaction(paths, get_settings().REDACT)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,11 @@ from ultimate_jobs.declaration.context import (
     tenant_scope,
 )
 from ultimate_jobs.declaration.definition import JobDefinition
-from ultimate_jobs.declaration.redaction import Redaction, scrub_text
+from ultimate_jobs.declaration.redaction import (
+    LazySecrets,
+    cached_redaction,
+    scrub_text,
+)
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.declaration.run import (
@@ -135,7 +139,7 @@ class Executor:
                 return self._failed(job, None, None, exc, token, started)
             definition = handle.definition
             settings = get_settings()
-            redaction = Redaction(definition.redact, settings.REDACT)
+            redaction = cached_redaction(definition.redact, settings.REDACT)
             try:
                 kwargs = payload.decode(
                     name,
@@ -170,7 +174,7 @@ class Executor:
                 queue=job["queue"],
                 cancel_token=token,
                 journal=journal,
-                secrets=tuple(redaction.secrets(kwargs)),
+                secrets=LazySecrets(redaction, kwargs),
             )
             ending = _Ending(job, handle, kwargs, journal, token, started)
             with job_scope(name, run.tenant_id), correlation_scope(run.correlation_id):
@@ -580,7 +584,7 @@ def _secrets(
     """The input's redacted values, kept out of the stored error and the logs (B5)."""
     if handle is None or kwargs is None:
         return ()
-    redaction = Redaction(handle.definition.redact, get_settings().REDACT)
+    redaction = cached_redaction(handle.definition.redact, get_settings().REDACT)
     return tuple(redaction.secrets(kwargs))
 
 

@@ -281,7 +281,7 @@ def pause_task(task: TaskHandle | str, *, by: str = "") -> bool:
         key=target.key,
         kind=target.kind,
         name=target.name,
-        paused_by=str(by)[:255],
+        paused_by=check_text(str(by)[:255], field="by", max_length=255),
         now=None,
     )
     return bool(rows)
