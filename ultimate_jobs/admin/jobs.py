@@ -269,6 +269,7 @@ class WorkerAdmin(WorkerModelAdmin):
         "queues",
         "slots",
         "in_flight_count",
+        "abandoned",
         "heartbeat_at",
         "expires_at",
     )
