@@ -107,3 +107,22 @@ def test_readiness_as_a_system_check_for_the_database():
         assert warning.msg == "jobs not ready: queue 'q-health': depth 3 > max_depth 2"
     finally:
         checks.registry.registry.registered_checks.discard(check)
+
+
+def test_a_worker_whose_every_slot_a_body_past_its_timeout_holds_is_not_live(client):
+    """Lost capacity (issue 14): slots held by bodies that ignore their timeout are
+    reported, and a worker with none usable does not count as live."""
+    import uuid
+
+    held = [uuid.uuid4()]
+    register_worker("w-lost", slots=1, abandoned=held)
+    response = client.get("/health/ready")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["workers"] == {"live": 0, "slots": 1, "abandoned_slots": 1}
+    assert body["problems"] == ["0 live worker(s) < min_workers 1"]
+    assert body["warnings"] == [
+        "worker 'w-lost': 1 of 1 slot(s) held by bodies past their timeout"
+    ]
+    register_worker("w-lost", slots=2, abandoned=held)
+    assert client.get("/health/ready").status_code == 200

@@ -144,3 +144,16 @@ def writes_a_nul(run: Run, key: str, where: str) -> None:
         run.step("nul", lambda: {"text": "a\x00b"})
     if where == "progress":
         run.progress(1, 2, note="half\x00way")
+
+
+@job(
+    idempotency_key=by_key,
+    tenant=NO_TENANT,
+    timeout="1s",
+    retry=Retry(attempts=1),
+)
+def honours_timeout(run: Run, key: str) -> None:
+    """Runs until its deadline sets its token, then stops at once."""
+    while not run.cancel_token.wait(0.05):
+        pass
+    run.cancel_token.raise_if_cancelled()

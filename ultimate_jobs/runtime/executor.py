@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
     from ultimate_jobs.runtime.acks import Acks
 
 logger = logging.getLogger(__name__)
+# How long a body may take to stop after its deadline set its token before it counts
+# as one that ignores it (a body that looks at its token every step stops within it).
+OVERRUN_GRACE = 1.0
 
 
 class Executor:
@@ -202,6 +206,7 @@ class Executor:
                         exc if isinstance(exc, Exception) else BodyExited(exc)
                     )
                 finally:
+                    ending.body_ended.set()
                     if timer is not None:
                         timer.cancel()
                 return self._settle(ending)
@@ -300,7 +305,6 @@ class Executor:
         deadlines = ending.journal.deadlines
         if self.deadline_settler is None or not deadlines.settle_once():
             return
-        self._overrun(ending, on_overrun)
         settler = self.deadline_settler()
         settler.before_write = before_settle
         try:
@@ -322,6 +326,10 @@ class Executor:
             if close is not None:
                 close()
             deadlines.settled_by_deadline.set()
+        # The attempt is settled; the body was told to stop. One that is still running
+        # after the grace ignores its token and holds its thread (lost capacity).
+        if not ending.body_ended.wait(OVERRUN_GRACE):
+            self._overrun(ending, on_overrun)
 
     def _timeout_error(self, ending: _Ending) -> JobTimeout:
         definition: JobDefinition = ending.handle.definition
@@ -572,6 +580,7 @@ class _Ending:
     result: Any = None
     error: Exception | None = None
     suspension: RunSuspended | None = None
+    body_ended: threading.Event = field(default_factory=threading.Event)
 
     @property
     def returned(self) -> bool:
