@@ -23,6 +23,7 @@ from ultimate_jobs.declaration.context import (
     current_tenant,
 )
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, JobDefinition
+from ultimate_jobs.declaration.redaction import REDACTED
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_schedule
 from ultimate_jobs.declaration.run import CancelToken, Run
@@ -42,6 +43,9 @@ from ultimate_jobs.exceptions import (
     ExportUnknownColumn,
     ExportWriteConflict,
     IdempotencyRequired,
+    InputTooDeep,
+    InputTooLarge,
+    InstantOutOfRange,
     InvalidArgument,
     InvalidCron,
     InvalidDuration,
@@ -69,14 +73,17 @@ from ultimate_jobs.exceptions import (
     PurgeTargetInvalid,
     QueryError,
     RetryAfter,
+    RowUnreadable,
     RunSuspended,
     StepDuplicate,
     TaskDeclarationInvalid,
+    TenantScopeRequired,
     Terminal,
     UnknownBackfill,
     UnknownJob,
     UnknownTask,
     UnsupportedDatabase,
+    WebhookAddressRefused,
     WebhookDeliveryFailed,
     WebhookEndpointDisabled,
     WebhookInvalid,
@@ -96,6 +103,11 @@ from ultimate_jobs.scheduling.schedules import (
     unrecur,
 )
 from ultimate_jobs.scheduling.tasks import TaskHandle, task, task_registry
+from ultimate_jobs.tenancy import (
+    TenantScopedManager,
+    TenantScopedQuerySet,
+    cross_tenant,
+)
 from ultimate_jobs.webhooks.delivery import WebhookEndpoint, WebhookEvent, webhook
 from ultimate_jobs.webhooks.ledger import (
     DatabaseWebhookLedger,
@@ -115,6 +127,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "NO_TENANT",
+    "REDACTED",
     "Backfill",
     "BackfillExcluded",
     "BackfillInvalid",
@@ -134,6 +147,9 @@ __all__ = [
     "ExportUnknownColumn",
     "ExportWriteConflict",
     "IdempotencyRequired",
+    "InputTooDeep",
+    "InputTooLarge",
+    "InstantOutOfRange",
     "InvalidArgument",
     "InvalidCron",
     "InvalidDuration",
@@ -169,6 +185,7 @@ __all__ = [
     "Registry",
     "Retry",
     "RetryAfter",
+    "RowUnreadable",
     "Run",
     "RunSuspended",
     "StepDuplicate",
@@ -177,12 +194,16 @@ __all__ = [
     "TaskDeclarationInvalid",
     "TaskFire",
     "TaskHandle",
+    "TenantScopeRequired",
+    "TenantScopedManager",
+    "TenantScopedQuerySet",
     "Terminal",
     "UnknownBackfill",
     "UnknownJob",
     "UnknownTask",
     "UnsupportedDatabase",
     "VerifiedWebhook",
+    "WebhookAddressRefused",
     "WebhookDeliveryFailed",
     "WebhookEndpoint",
     "WebhookEndpointDisabled",
@@ -195,6 +216,7 @@ __all__ = [
     "backfill",
     "backfill_states",
     "correlation_scope",
+    "cross_tenant",
     "current_correlation_id",
     "current_tenant",
     "export_part_key",

@@ -13,5 +13,9 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from ultimate_jobs import checks  # noqa: F401 - registers the system checks
+        from ultimate_jobs.observability import (
+            metrics,  # noqa: F401 - registers the queue gauges
+        )
 
         autodiscover_modules("jobs")

@@ -3,6 +3,8 @@
 - ultimate_jobs.E001: ULTIMATE_JOBS has an unknown key.
 - ultimate_jobs.E002: an ULTIMATE_JOBS value (or ULTIMATE_JOBS_<KEY> variable) is invalid.
 - ultimate_jobs.E003: the jobs database alias is missing or is not PostgreSQL.
+- ultimate_jobs.W001: an ULTIMATE_JOBS_<KEY> variable names no setting (a misspelling
+  is otherwise silently ignored); the closest known variable is named.
 """
 
 from __future__ import annotations
@@ -10,10 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
-from ultimate_jobs.conf import load_settings
+from ultimate_jobs.conf import load_settings, unknown_variables
 from ultimate_jobs.exceptions import ConfigurationError
+
+
+@register("ultimate_jobs")
+def check_variables(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W001: a misspelt ULTIMATE_JOBS_* variable, with the closest known one."""
+    return [
+        Warning(
+            f"environment variable {name} names no setting"
+            + (f": did you mean {closest}?" if closest else ""),
+            hint="See docs/settings.md for every key; the variable is ignored.",
+            id="ultimate_jobs.W001",
+        )
+        for name, closest in unknown_variables()
+    ]
 
 
 @register("ultimate_jobs")

@@ -9,7 +9,9 @@ reports as ultimate_jobs.E002 at `manage.py check`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -19,8 +21,13 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from ultimate_jobs.declaration.bounds import (
+    DEFAULT_MAX_INPUT_BYTES,
+    DEFAULT_MAX_INPUT_DEPTH,
+)
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
 
@@ -64,6 +71,13 @@ class JobsSettings:
     OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
     PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
     PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
+    MAX_INPUT_BYTES: int = DEFAULT_MAX_INPUT_BYTES  # an input's JSON, in bytes (B4)
+    MAX_INPUT_DEPTH: int = DEFAULT_MAX_INPUT_DEPTH  # how deep an input may nest (B4)
+    # Key patterns whose values every surface shows as "[redacted]" (B5): a key
+    # matches when it contains a pattern, ignoring case.
+    REDACT: tuple[str, ...] = DEFAULT_PATTERNS
+    # Networks (CIDR) webhook deliveries may reach although they are not public (B6).
+    WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = ()
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -157,11 +171,51 @@ def _retention(key: str, value: object) -> dict[str, Any]:
         ) from None
 
 
-def _clean(key: str, value: object) -> Any:
+def _strings(key: str, value: object) -> tuple[str, ...]:
+    """A list of strings, or one comma-separated string (an environment variable)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigurationError(key, value, "expected a list of strings")
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigurationError(key, value, "expected a list of strings")
+        if item.strip():
+            out.append(item.strip())
+    return tuple(out)
+
+
+def _patterns(key: str, value: object) -> tuple[str, ...]:
+    return tuple(pattern.lower() for pattern in _strings(key, value))
+
+
+def _networks(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ConfigurationError(
+                key, value, f"{item!r} is not a network like '10.0.0.0/8' or '::1/128'"
+            ) from None
+    return tuple(out)
+
+
+def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind of key
     if key in _DURATIONS:
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
-    if key in {"CONCURRENCY", "PURGE_BATCH", "PURGE_MAX_BATCHES"}:
+    if key in {
+        "CONCURRENCY",
+        "PURGE_BATCH",
+        "PURGE_MAX_BATCHES",
+        "MAX_INPUT_BYTES",
+        "MAX_INPUT_DEPTH",
+    }:
         return _positive_int(key, value)
+    if key == "REDACT":
+        return _patterns(key, value)
+    if key == "WEBHOOK_ALLOWED_NETWORKS":
+        return _networks(key, value)
     if key == "QUEUES":
         return _queues(key, value)
     if key == "OUTBOX":
@@ -206,11 +260,44 @@ def _reader(environ_: Mapping[str, str]) -> environ.Env:
     return env
 
 
+def _json(env: environ.Env, env_name: str, key: str, raw: str) -> Any:
+    try:
+        return env.json(env_name)
+    except ValueError:
+        raise ConfigurationError(
+            key, raw, f'{env_name} is not JSON (e.g. \'{{"done": {{"days": 1}}}}\')'
+        ) from None
+
+
+def unknown_variables(
+    environ_: Mapping[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """``ULTIMATE_JOBS_<KEY>`` variables that name no setting, each with the closest
+    known variable ('' when none is close): a misspelt variable is otherwise silently
+    ignored."""
+    environ_ = os.environ if environ_ is None else environ_
+    known = [field.name for field in dataclasses.fields(JobsSettings)]
+    found = []
+    for name in sorted(environ_):
+        key = name[len(ENV_PREFIX) :]
+        if name.startswith(ENV_PREFIX) and key not in known:
+            # Compared without the prefix, which every variable shares.
+            close = difflib.get_close_matches(key.upper(), known, n=1, cutoff=0.6)
+            found.append((name, ENV_PREFIX + close[0] if close else ""))
+    return found
+
+
 def load_settings(
     values: Mapping[str, Any], environ_: Mapping[str, str] | None = None
 ) -> JobsSettings:
     """Build validated settings from a ULTIMATE_JOBS dict and an environment."""
     environ_ = os.environ if environ_ is None else environ_
+    if not isinstance(values, Mapping):
+        raise ConfigurationError(
+            "ULTIMATE_JOBS",
+            values,
+            "expected a dict of settings, e.g. {'LEASE': '30s'}",
+        )
     fields = {field.name for field in dataclasses.fields(JobsSettings)}
     if unknown := sorted(set(values) - fields):
         raise ConfigurationError(
@@ -224,7 +311,9 @@ def load_settings(
         env_name = ENV_PREFIX + name
         if env_name in environ_:
             merged[name] = (
-                env.json(env_name) if name in _ENV_JSON else environ_[env_name]
+                _json(env, env_name, name, environ_[env_name])
+                if name in _ENV_JSON
+                else environ_[env_name]
             )
     cleaned = {key: _clean(key, value) for key, value in merged.items()}
     result = JobsSettings(**cleaned)

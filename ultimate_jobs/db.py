@@ -11,11 +11,19 @@ Two doors, one contract (``run(query, **params) -> rows as dicts``):
   statements. A broken connection is dropped and re-dialled on the next call.
 
 Both wrap a driver failure once, as ``QueryError(query_name)`` with the cause attached.
+
+A row Python cannot read (a timestamp past year 9999, an integer of thousands of
+digits: written by an older version or by hand) never fails a whole answer (B4): the
+rows around it are answered, and it is left out, logged ``jobs.row.unreadable`` with
+the statement's name and the row's raw ``id``, counted, and kept on the database's
+``unreadable`` list (the raw text of each column) for the caller to record.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
@@ -28,6 +36,59 @@ from ultimate_jobs.sql import Query
 
 Row = dict[str, Any]
 R = TypeVar("R")
+logger = logging.getLogger(__name__)
+
+# What reading a value may raise: a timestamp past 9999 or before year 1 (DataError),
+# an integer too long for str() (ValueError), JSON nested past the recursion limit.
+UNREADABLE = (psycopg.DataError, ValueError, RecursionError, OverflowError)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A row a statement answered that Python could not read: its columns as the raw
+    text PostgreSQL sent (always readable), and why it could not be read."""
+
+    query: str
+    values: dict[str, str | None]
+    error: str
+
+    @property
+    def id(self) -> str | None:
+        return self.values.get("id")
+
+
+def _raw(cursor: Any, position: int) -> dict[str, str | None]:
+    result = cursor.pgresult
+    values: dict[str, str | None] = {}
+    for column in range(result.nfields):
+        raw = result.get_value(position, column)
+        name = (result.fname(column) or b"").decode()
+        values[name] = None if raw is None else bytes(raw).decode("utf-8", "replace")
+    return values
+
+
+def fetch_readable(
+    query_name: str, cursor: Any, first_error: BaseException
+) -> tuple[list[Any], list[Unreadable]]:
+    """After ``fetchall`` failed: read the answer row by row, leaving out the rows that
+    cannot be read. ``cursor`` is a psycopg cursor whose result is still held."""
+    rows: list[Any] = []
+    skipped: list[Unreadable] = []
+    result = cursor.pgresult
+    for position in range(result.ntuples if result is not None else 0):
+        cursor.scroll(position, mode="absolute")
+        try:
+            rows.append(cursor.fetchone())
+        except UNREADABLE as exc:
+            skipped.append(Unreadable(query_name, _raw(cursor, position), str(exc)))
+    for row in skipped:
+        logger.error(
+            "jobs.row.unreadable",
+            extra={"query": row.query, "row_id": row.id, "error": row.error[:300]},
+        )
+    if not skipped:  # the first failure was not a row's value: let it be seen
+        raise first_error
+    return rows, skipped
 
 
 class Database(Protocol):
@@ -45,14 +106,25 @@ def _check_params(query: Query[Any], params: dict[str, Any]) -> None:
         raise TypeError(f"{query.name}: unknown parameters {sorted(unknown)}")
 
 
-def _rows(query: Query[R], cursor: Any) -> list[R]:
+def _rows(query: Query[R], cursor: Any, unreadable: list[Unreadable]) -> list[R]:
     if query.returns == "exec" or cursor.description is None:
         return []
     columns = [column[0] for column in cursor.description]
-    return [cast(R, dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
+    try:
+        fetched = cursor.fetchall()
+    except Exception as exc:
+        raw = cursor.cursor  # Django's wrapper: the psycopg cursor holds the result
+        cause = exc.__cause__ if isinstance(exc.__cause__, UNREADABLE) else exc
+        if not isinstance(cause, UNREADABLE):
+            raise
+        fetched, skipped = fetch_readable(query.name, raw, cause)
+        unreadable.extend(skipped)
+    return [cast(R, dict(zip(columns, row, strict=True))) for row in fetched]
 
 
-def _dict_rows(query: Query[R], cursor: psycopg.Cursor[Row]) -> list[R]:
+def _dict_rows(
+    query: Query[R], cursor: psycopg.Cursor[Row], unreadable: list[Unreadable]
+) -> list[R]:
     """Rows of a cursor made with ``dict_row`` (no Column objects built per call)."""
     if (
         query.returns == "exec"
@@ -60,7 +132,12 @@ def _dict_rows(query: Query[R], cursor: psycopg.Cursor[Row]) -> list[R]:
         or not cursor.pgresult.nfields
     ):
         return []
-    return cast(list[R], cursor.fetchall())
+    try:
+        return cast(list[R], cursor.fetchall())
+    except UNREADABLE as exc:
+        rows, skipped = fetch_readable(query.name, cursor, exc)
+        unreadable.extend(skipped)
+        return cast(list[R], rows)
 
 
 def ensure_postgresql(alias: str) -> None:
@@ -88,15 +165,17 @@ class DjangoDatabase:
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
+        self.unreadable: list[Unreadable] = []  # the last run's unreadable rows
 
     def run(self, query: Query[R], /, **params: Any) -> list[R]:
         _check_params(query, params)
         wrapper = connections[self.alias]
+        self.unreadable = []
         try:
             if wrapper.queries_logged or not _prepared_statements():
                 with wrapper.cursor() as cursor:
                     cursor.execute(query.text, params)
-                    return _rows(query, cursor)
+                    return _rows(query, cursor, self.unreadable)
             with wrapper.wrap_database_errors:
                 wrapper.ensure_connection()
                 wrapper.validate_no_broken_transaction()
@@ -108,7 +187,7 @@ class DjangoDatabase:
                     raw.prepare_threshold = 5
                 with psycopg.RawCursor(raw, row_factory=dict_row) as cursor:
                     cursor.execute(query.native, query.positional(params), prepare=True)
-                    return _dict_rows(query, cursor)
+                    return _dict_rows(query, cursor, self.unreadable)
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
 
@@ -128,6 +207,7 @@ class DirectDatabase:
         self.application_name = application_name
         self._conn: psycopg.Connection[Any] | None = None
         self._owner = threading.get_ident()
+        self.unreadable: list[Unreadable] = []  # the last run's unreadable rows
 
     def connection_params(self) -> dict[str, Any]:
         ensure_postgresql(self.alias)
@@ -155,10 +235,11 @@ class DirectDatabase:
     def run(self, query: Query[R], /, **params: Any) -> list[R]:
         _check_params(query, params)
         conn = self.connect()
+        self.unreadable = []
         try:
             with psycopg.RawCursor(conn, row_factory=dict_row) as cursor:
                 cursor.execute(query.native, query.positional(params))
-                return _dict_rows(query, cursor)
+                return _dict_rows(query, cursor, self.unreadable)
         except psycopg.Error as exc:
             if conn.broken or isinstance(exc, psycopg.OperationalError):
                 self.close()

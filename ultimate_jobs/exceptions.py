@@ -6,6 +6,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── InvalidArgument               a value handed to a public entry point is invalid
 │   ├── InvalidDuration           a duration is zero, negative or malformed
 │   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
+│   ├── InstantOutOfRange         an instant before 1970 or more than 100 years ahead
 │   ├── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
 │   │   ├── IdempotencyRequired   @job without idempotency_key
 │   │   └── JobTenantRequired     @job without tenant
@@ -14,6 +15,8 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   │   └── PurgeTargetDuplicate  two targets of one purge share a name
 │   └── BackfillInvalid           a backfill's source() or count() answered something unusable
 ├── InvalidJobPayload             input that does not fit the job's signature
+│   ├── InputTooLarge             an input's JSON passes MAX_INPUT_BYTES
+│   └── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
 ├── UnknownJob                    no job is registered under a name
@@ -40,10 +43,13 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   └── ExportPartTooLarge        one encoded page passed max_part_bytes (lower the batch)
 ├── ExportWriteConflict           the storage kept a part under another name (retryable)
 ├── WebhookInvalid                an event id/topic holds ':' or an endpoint URL is unusable
+│   └── WebhookAddressRefused     the endpoint resolves to a non-public address (B6)
 ├── WebhookNotFound               the endpoint or event seam answered None
 ├── WebhookEndpointDisabled       the endpoint is disabled: no request is made
 ├── WebhookDeliveryFailed         the receiver failed, refused or was unreachable (retryable)
 ├── WebhookSignatureInvalid       a received delivery's signature does not verify
+├── RowUnreadable                 a stored row Python cannot read (skipped, recorded)
+├── TenantScopeRequired           a body without a tenant read tenant-scoped rows (B7)
 ├── UnknownBackfill               no backfill is declared under a name
 ├── BackfillExcluded              this ENVIRONMENT is not one the backfill declares
 ├── BackfillMigrationPending      the migration a backfill requires is not applied
@@ -64,6 +70,19 @@ from typing import Any, ClassVar, Literal
 from django.core.exceptions import ImproperlyConfigured
 
 Classification = Literal["terminal", "retryable"]
+SHOWN_CHARS = 200  # how much of a value an error message shows
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to a few hundred characters: an error names the value it
+    refuses, and a 100 MB input must not become a 100 MB message."""
+    try:
+        text = repr(value)
+    except Exception:  # a value whose repr fails is still named by its type
+        text = f"<{type(value).__name__}>"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 class JobsError(Exception):
@@ -103,7 +122,7 @@ class InvalidArgument(JobsError):
     ) -> None:
         where = f"{job}: " if job else ""
         super().__init__(
-            f"{where}{field}={value!r}: {reason}", field=field, value=value
+            f"{where}{field}={shown(value)}: {reason}", field=field, value=value
         )
         self.field = field
         self.value = value
@@ -121,6 +140,12 @@ class InvalidQueueName(InvalidArgument):
     """A queue name does not match ^[a-z0-9][a-z0-9_.-]{0,62}$."""
 
     code = "X_INVALID_QUEUE"
+
+
+class InstantOutOfRange(InvalidArgument):
+    """An instant (run_at, the end of a delay) before 1970 or past 100 years from now."""
+
+    code = "X_INSTANT_OUT_OF_RANGE"
 
 
 class JobDeclarationInvalid(InvalidArgument):
@@ -167,12 +192,41 @@ class InvalidJobPayload(JobsError):
 
     def __init__(self, job: str, field: str, value: object, reason: str) -> None:
         super().__init__(
-            f"{job}: {field}={value!r}: {reason}", field=field, value=value
+            f"{job}: {field}={shown(value)}: {reason}", field=field, value=value
         )
         self.job = job
         self.field = field
         self.value = value
         self.reason = reason
+
+
+class InputTooLarge(InvalidJobPayload):
+    """An input's JSON is longer than MAX_INPUT_BYTES (B4)."""
+
+    code = "X_INPUT_TOO_LARGE"
+
+    def __init__(self, job: str, field: str, size: int, max_bytes: int) -> None:
+        super().__init__(
+            job,
+            field,
+            size,
+            f"the JSON is at least {size} bytes; MAX_INPUT_BYTES is {max_bytes} "
+            "(keep large data in your own tables and pass its id)",
+        )
+        self.size = size
+        self.max_bytes = max_bytes
+
+
+class InputTooDeep(InvalidJobPayload):
+    """An input nests deeper than MAX_INPUT_DEPTH (B4)."""
+
+    code = "X_INPUT_TOO_DEEP"
+
+    def __init__(self, job: str, field: str, max_depth: int) -> None:
+        super().__init__(
+            job, field, "...", f"nested deeper than MAX_INPUT_DEPTH={max_depth} levels"
+        )
+        self.max_depth = max_depth
 
 
 class JobNameTaken(JobsError):
@@ -436,6 +490,14 @@ class WebhookInvalid(InvalidArgument):
     code = "X_WEBHOOK_INVALID"
 
 
+class WebhookAddressRefused(WebhookInvalid):
+    """The endpoint's host resolves to an address deliveries may not reach (B6):
+    loopback, link-local, private, unique-local, multicast, unspecified or reserved,
+    unless WEBHOOK_ALLOWED_NETWORKS lists its network. Terminal: no request is made."""
+
+    code = "X_WEBHOOK_ADDRESS_REFUSED"
+
+
 class WebhookNotFound(JobsError):
     """The endpoint or the event of a delivery no longer exists (its seam answered None)."""
 
@@ -483,6 +545,41 @@ class WebhookSignatureInvalid(JobsError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class RowUnreadable(JobsError):
+    """A stored row holds a value Python cannot read (a timestamp past year 9999, an
+    integer of thousands of digits): written by an older version or by hand. Readers
+    skip it, record it and name it in the log (B4)."""
+
+    code = "X_ROW_UNREADABLE"
+
+    def __init__(self, table: str, row_id: object, error: str) -> None:
+        super().__init__(
+            f"{table} id={row_id!s}: the stored row cannot be read: {error}",
+            table=table,
+            row_id=row_id,
+        )
+        self.table = table
+        self.row_id = row_id
+        self.error = error
+
+
+class TenantScopeRequired(JobsError):
+    """A job body without a tenant read or wrote tenant-scoped rows outside
+    ``cross_tenant(reason=...)`` (B7)."""
+
+    code = "X_TENANT_SCOPE_REQUIRED"
+
+    def __init__(self, model: str, job: str = "") -> None:
+        where = f"{job}: " if job else ""
+        super().__init__(
+            f"{where}{model} rows are tenant-scoped and this run has no tenant; "
+            "wrap the read in cross_tenant(reason=...) if it really spans tenants",
+            model=model,
+        )
+        self.model = model
+        self.job = job
 
 
 class BackfillInvalid(InvalidArgument):

@@ -6,7 +6,9 @@ its oldest due job) with one grouped statement, and the live workers of the regi
 due jobs, when its oldest due job has waited longer than ``max_lag``, or when fewer than
 ``min_workers`` workers are alive. A worker that stopped deleted its registry row, and
 one that died stops counting one lease after its last heartbeat, so a stopped worker
-reports not ready.
+reports not ready. Slots held by bodies that ran past their timeout (S6: a thread
+cannot be stopped) are lost capacity: reported as ``workers.abandoned_slots``, and a
+worker whose every slot is lost does not count as alive.
 
 ``views.readiness_view(...)`` serves it at ``/health/ready`` (200 or 503);
 ``register_check(...)`` makes it a Django system check for ``manage.py check
@@ -27,7 +29,12 @@ from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import InvalidArgument
-from ultimate_jobs.observability.stats import QueueStats, live_workers, queue_health
+from ultimate_jobs.observability.stats import (
+    LiveWorker,
+    QueueStats,
+    live_workers,
+    queue_health,
+)
 
 CHECK_ID = "ultimate_jobs.W070"
 
@@ -85,14 +92,22 @@ class Readiness:
     live_workers: int
     problems: tuple[str, ...]
     thresholds: Thresholds
+    slots: int = 0  # handler threads of the live workers
+    abandoned_slots: int = 0  # of them, held by bodies past their timeout
+    warnings: tuple[str, ...] = ()  # lost capacity that does not fail readiness
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the body of ``/health/ready``)."""
         return {
             "ready": self.ready,
             "problems": list(self.problems),
+            "warnings": list(self.warnings),
             "queues": {q.queue: q.as_dict() for q in self.queues},
-            "workers": {"live": self.live_workers},
+            "workers": {
+                "live": self.live_workers,
+                "slots": self.slots,
+                "abandoned_slots": self.abandoned_slots,
+            },
             "thresholds": {
                 "max_depth": self.thresholds.max_depth,
                 "max_lag": self.thresholds.max_lag,
@@ -102,10 +117,25 @@ class Readiness:
 
 
 def judge(
-    stats: Sequence[QueueStats], workers: int, thresholds: Thresholds
+    stats: Sequence[QueueStats],
+    workers: int | Sequence[LiveWorker],
+    thresholds: Thresholds,
 ) -> Readiness:
-    """Hold what was read against the thresholds."""
+    """Hold what was read against the thresholds. ``workers`` is the live workers
+    (or their count): one whose every slot a body past its timeout holds is not live."""
     problems = []
+    warnings = []
+    slots = abandoned = 0
+    if not isinstance(workers, int):
+        for worker in workers:
+            slots += worker.slots
+            abandoned += worker.abandoned
+            if worker.abandoned:
+                warnings.append(
+                    f"worker {worker.id!r}: {worker.abandoned} of {worker.slots} slot(s) "
+                    "held by bodies past their timeout"
+                )
+        workers = sum(1 for worker in workers if worker.usable > 0)
     for queue in stats:
         if thresholds.max_depth is not None and queue.depth > thresholds.max_depth:
             problems.append(
@@ -122,7 +152,17 @@ def judge(
         problems.append(
             f"{workers} live worker(s) < min_workers {thresholds.min_workers}"
         )
-    return Readiness(not problems, tuple(stats), workers, tuple(problems), thresholds)
+    # Lost slots are reported; they fail readiness only through min_workers.
+    return Readiness(
+        not problems,
+        tuple(stats),
+        workers,
+        tuple(problems),
+        thresholds,
+        slots,
+        abandoned,
+        tuple(warnings),
+    )
 
 
 def readiness(
@@ -156,7 +196,7 @@ def check(
     """``readiness`` with thresholds already checked."""
     db = database or DjangoDatabase(get_settings().DATABASE)
     stats = queue_health(db, queues=thresholds.queues, now=now)
-    workers = len(live_workers(db, now=now)) if thresholds.min_workers else 0
+    workers = live_workers(db, now=now)
     return judge(stats, workers, thresholds)
 
 

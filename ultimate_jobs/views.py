@@ -16,6 +16,7 @@ scraper and the orchestrator, not to the internet.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
@@ -29,6 +30,7 @@ from ultimate_jobs.health import Thresholds, check
 from ultimate_jobs.observability.exposition import exposition_registry
 
 View = Callable[[HttpRequest], HttpResponse]
+logger = logging.getLogger(__name__)
 
 
 @never_cache
@@ -52,7 +54,8 @@ def readiness_view(
 
     The thresholds are checked now (a bad one raises at URL loading, naming it), and
     mean what they mean for ``ultimate_jobs.health.readiness``. A database that cannot
-    be read answers 503 too.
+    be read answers 503 too, saying ``database: unavailable`` (the driver's error, which
+    names hosts and ports, is logged and shown to staff users only).
     """
     thresholds = Thresholds.of(
         max_depth=max_depth, max_lag=max_lag, min_workers=min_workers, queues=queues
@@ -64,8 +67,13 @@ def readiness_view(
         try:
             answer = check(thresholds)
         except QueryError as exc:
+            # The driver's text names hosts, ports and users: logged here, shown to
+            # staff only, never to an anonymous caller (issue 14).
+            logger.error("jobs.health.database-error", extra={"error": str(exc)})
+            user = getattr(request, "user", None)
+            detail = str(exc) if getattr(user, "is_staff", False) else "unavailable"
             return JsonResponse(
-                {"ready": False, "problems": [f"database: {exc}"]}, status=503
+                {"ready": False, "problems": [f"database: {detail}"]}, status=503
             )
         return JsonResponse(answer.as_dict(), status=200 if answer.ready else 503)
 

@@ -204,7 +204,11 @@ def test_readiness_follows_a_real_worker_and_a_stopped_one_is_not_ready(
     assert client.get("/health/ready").status_code == 503
     worker = start_worker("--concurrency", "1")
     wait_for(lambda: client.get("/health/ready").status_code == 200)
-    assert client.get("/health/ready").json()["workers"] == {"live": 1}
+    assert client.get("/health/ready").json()["workers"] == {
+        "live": 1,
+        "slots": 1,
+        "abandoned_slots": 0,
+    }
     worker.terminate()
     assert worker.wait(30) == 0
     response = client.get("/health/ready")

@@ -25,7 +25,10 @@ def test_a_worker_delivers_disables_and_never_logs_the_secret(start_worker):
     with serving() as receiver:
         receiver.answer(Answer(500), Answer(503))
         Record.objects.create(key="endpoint:p1", event=receiver.url("/partner"))
-        worker = start_worker("--concurrency", "2")
+        # B6: the receiver is on 127.0.0.1, which a worker refuses unless allowed.
+        worker = start_worker(
+            "--concurrency", "2", WEBHOOK_ALLOWED_NETWORKS="127.0.0.0/8"
+        )
         first = partner_webhook.enqueue(
             endpoint_id="p1", event_id="evt_1", tenant_id="org-1"
         )

@@ -19,7 +19,9 @@ from ultimate_jobs.health import CHECK_ID, readiness, register_check
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.testapp.urls")]
 
 
-def register_worker(worker_id="w-1", lease_seconds=30.0, now=None):
+def register_worker(
+    worker_id="w-1", lease_seconds=30.0, now=None, slots=1, abandoned=()
+):
     DjangoDatabase("default").run(
         sql.QUERIES["worker_beat"],
         id=worker_id,
@@ -27,8 +29,10 @@ def register_worker(worker_id="w-1", lease_seconds=30.0, now=None):
         pid=os.getpid(),
         started_at=timezone.now(),
         queues=["default"],
-        slots=1,
-        in_flight=[],
+        slots=slots,
+        in_flight=list(abandoned),
+        abandoned=len(abandoned),
+        abandoned_jobs=list(abandoned),
         lease_seconds=lease_seconds,
         now=now,
     )
@@ -74,7 +78,7 @@ def test_ready_needs_a_live_worker_and_a_stopped_one_is_not_ready(client):
     register_worker("w-live")
     response = client.get("/health/ready")
     assert response.status_code == 200
-    assert response.json()["workers"] == {"live": 1}
+    assert response.json()["workers"] == {"live": 1, "slots": 1, "abandoned_slots": 0}
     # Its registry row expired: the worker stopped beating.
     register_worker("w-live", now=timezone.now() - timedelta(minutes=5))
     assert client.get("/health/ready").status_code == 503
@@ -103,3 +107,22 @@ def test_readiness_as_a_system_check_for_the_database():
         assert warning.msg == "jobs not ready: queue 'q-health': depth 3 > max_depth 2"
     finally:
         checks.registry.registry.registered_checks.discard(check)
+
+
+def test_a_worker_whose_every_slot_a_body_past_its_timeout_holds_is_not_live(client):
+    """Lost capacity (issue 14): slots held by bodies that ignore their timeout are
+    reported, and a worker with none usable does not count as live."""
+    import uuid
+
+    held = [uuid.uuid4()]
+    register_worker("w-lost", slots=1, abandoned=held)
+    response = client.get("/health/ready")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["workers"] == {"live": 0, "slots": 1, "abandoned_slots": 1}
+    assert body["problems"] == ["0 live worker(s) < min_workers 1"]
+    assert body["warnings"] == [
+        "worker 'w-lost': 1 of 1 slot(s) held by bodies past their timeout"
+    ]
+    register_worker("w-lost", slots=2, abandoned=held)
+    assert client.get("/health/ready").status_code == 200

@@ -41,6 +41,13 @@ from ultimate_jobs.webhooks import signature as webhook_signature
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_registry")]
 
+
+@pytest.fixture(autouse=True)
+def local_receiver_allowed(settings):
+    """The receiver listens on 127.0.0.1, which B6 refuses unless allowed by name."""
+    settings.ULTIMATE_JOBS = {"WEBHOOK_ALLOWED_NETWORKS": ["127.0.0.0/8"]}
+
+
 SECRET = "whsec_" + "s3cr3t-never-logged-" * 2
 BODY = '{"order": 42, "total": "-10.00"}'
 SIGNATURE = re.compile(r"t=(\d+),v1=([0-9a-f]{64})")

@@ -195,7 +195,10 @@ def chatty(run: Run, key: str) -> None:
     )
 
 
-from . import durable_jobs  # noqa: E402, F401 - the durable-step tests' jobs
+from . import (  # noqa: E402
+    durable_jobs,  # noqa: F401 - the durable-step tests' jobs
+    hardening_jobs,  # noqa: F401 - the hardening tests' jobs (B4-B7)
+)
 
 # -- limits (L1, L2): bodies stamp when they start and end (time.time_ns(), one clock
 # for every process on the machine), so tests can replay how many ran at once.

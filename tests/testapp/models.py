@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from ultimate_jobs import TenantScopedManager
+
 
 class Record(models.Model):
     """What a test job did: one row per event, written by the job body."""
@@ -19,3 +21,18 @@ class Record(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}:{self.event}"
+
+
+class Document(models.Model):
+    """A tenant-scoped row of the app (B7): a job body sees its own tenant's only."""
+
+    tenant_id = models.CharField(max_length=200)
+    title = models.CharField(max_length=200)
+
+    objects = TenantScopedManager(tenant_field="tenant_id")
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.title}"

@@ -32,7 +32,8 @@ LAYERS: list[set[str]] = [
     {"runtime"},
     {"scheduling"},
     {"retention", "webhooks", "backfills", "exports"},  # features built on jobs
-    {"api", "backend", "health", "views", "middleware", "jobs", "testing"},
+    # tenancy: the tenant guard app models opt into (B7), beside the middleware
+    {"api", "backend", "health", "views", "middleware", "jobs", "testing", "tenancy"},
     {"admin", "management"},  # operator surfaces
     {"__init__", "apps", "checks"},  # the face
 ]

@@ -25,6 +25,7 @@ from ultimate_jobs import api
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
+from ultimate_jobs.observability.redaction import shown
 
 BULK_LIMIT = 1000
 
@@ -70,10 +71,12 @@ def _audit(request: HttpRequest, job: Job, message: str) -> None:
 
 
 def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) -> None:
+    """Apply one verb to the selected jobs, recording the admin user as its actor."""
     done, refused = 0, []
+    actor = api.operator_of(request.user, source="admin")
     for job in queryset[:BULK_LIMIT]:
         try:
-            call(job.pk)
+            call(job.pk, actor)
         except JobsError as exc:
             refused.append(f"{job.pk}: {exc.code}")
             continue
@@ -129,12 +132,25 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "error_code",
         "stop_reason",
         "pretty_error",
-        "progress",
+        "pretty_progress",
+        "pretty_result",
         "step_trace",
         "correlation_id",
         "enqueued_by",
+        "operator_actions",
     )
-    exclude = ("input", "last_error", "lease_owner")
+    exclude = ("input", "last_error", "lease_owner", "progress", "result")
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The list, read now: a row Python cannot read is left out and named (B4)."""
+        changelist = super().get_changelist_instance(request)
+        page = changelist.result_list
+        list(page)
+        for pk, error in getattr(page, "unreadable", [])[:10]:
+            messages.warning(
+                request, f"Job {pk}: X_ROW_UNREADABLE, left out of this list ({error})"
+            )
+        return changelist
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
@@ -160,27 +176,60 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="input")
     def pretty_input(self, job: Job) -> str:
+        """The input, redacted (B5: the job's paths and the REDACT patterns)."""
+        view = shown(job.name, job.input)
         return format_html(
-            "<pre>{}</pre>", json.dumps(job.input, indent=2, sort_keys=True)
+            "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
         )
 
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_error or "—")
+        return format_html(
+            "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
+        )
+
+    @admin.display(description="progress")
+    def pretty_progress(self, job: Job) -> str:
+        value = shown(job.name, job.input).value(job.progress)
+        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
+
+    @admin.display(description="operator actions")
+    def operator_actions(self, job: Job) -> str:
+        """Who cancelled, retried or promoted this job, and when (P2)."""
+        lines = [
+            f"{a['at']}  {a['action']}  by {a['actor']['name'] or '-'} "
+            f"(id {a['actor']['id'] or '-'}, {a['actor']['source']})"
+            f"{'  ' + a['reason'] if a['reason'] else ''}"
+            for a in api.job_actions(job.pk)
+        ]
+        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+
+    @admin.display(description="result")
+    def pretty_result(self, job: Job) -> str:
+        value = shown(job.name, job.input).value(job.result)
+        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
-        """The current stage's steps with their timings (S1-S4; docs/steps.md)."""
-        lines = [
-            f"{s['name']}  {s['kind']}  {s['state']}  {s['started'] or '-'}"
-            f"  {s['finished'] or '-'}"
-            for s in api.job_json(job)["steps"]
-        ]
+        """The current stage's steps with their timings and outputs (S1-S4), the
+        outputs redacted like the input (B5)."""
+        view = shown(job.name, job.input)
+        lines = []
+        for step in job.steps.all():
+            if step.archived:
+                continue
+            output = "" if step.output is None else json.dumps(view.value(step.output))
+            lines.append(
+                f"{step.name}  {step.kind}  {step.status}  "
+                f"{step.started_at.isoformat() if step.started_at else '-'}  "
+                f"{step.finished_at.isoformat() if step.finished_at else '-'}"
+                f"{'  ' + output[:500] if output else ''}"
+            )
         return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "retry", api.retry)
+        _apply(request, queryset, "retry", lambda pk, who: api.retry(pk, actor=who))
 
     @admin.action(description="Cancel", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
@@ -188,16 +237,16 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             request,
             queryset,
             "cancel",
-            lambda pk: api.cancel(pk, f"cancelled by {request.user}"),
+            lambda pk, who: api.cancel(pk, f"cancelled by {request.user}", actor=who),
         )
 
     @admin.action(description="Run now (promote)", permissions=["operate"])
     def promote_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "promote", api.promote)
+        _apply(request, queryset, "promote", lambda pk, who: api.promote(pk, actor=who))
 
     @admin.action(description="Remove", permissions=["remove"])
     def remove_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _apply(request, queryset, "remove", api.remove)
+        _apply(request, queryset, "remove", lambda pk, who: api.remove(pk, actor=who))
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("ultimate_jobs.change_job")
@@ -220,6 +269,7 @@ class WorkerAdmin(WorkerModelAdmin):
         "queues",
         "slots",
         "in_flight_count",
+        "abandoned",
         "heartbeat_at",
         "expires_at",
     )

@@ -8,6 +8,7 @@ saved row from its next tick. Pause, resume and run now call ``ultimate_jobs.sch
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
@@ -67,8 +68,19 @@ def _next_run(cron: str, tz: str) -> str:
         return "—"
 
 
+class _InputField(forms.JSONField):
+    """The schedule's input, shown back as ASCII JSON: a refused value holding a lone
+    surrogate must render in the form's errors, not break the page (B4)."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, str) and not isinstance(value, forms.fields.JSONString):
+            return value  # the text as typed (InvalidJSONInput)
+        return json.dumps(value, ensure_ascii=True, cls=self.encoder)
+
+
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     job = forms.ChoiceField(choices=())
+    input = _InputField(required=False, initial=dict)
 
     class Meta:
         model = Schedule

@@ -16,8 +16,11 @@ from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
-from ultimate_jobs.models import Job, JobState, Worker
+from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, RowUnreadable
+from ultimate_jobs.models import Job, JobAction, JobState, Worker
+from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -35,11 +38,15 @@ def parse_job_id(value: object) -> uuid.UUID:
 
 
 def find_job(job_id: uuid.UUID) -> Job:
-    """The job row, or JobNotFound."""
-    job = Job.objects.using(get_settings().DATABASE).filter(pk=job_id).first()
-    if job is None:
+    """The job row, or JobNotFound (RowUnreadable for a row Python cannot read, B4)."""
+    found = Job.objects.using(get_settings().DATABASE).filter(pk=job_id)[:1]
+    rows = list(found)
+    if not rows and getattr(found, "unreadable", None):
+        metrics.row_unreadable("job")
+        raise RowUnreadable("ultimate_jobs_job", job_id, found.unreadable[0][1])
+    if not rows:
         raise JobNotFound(job_id)
-    return job
+    return rows[0]
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -47,11 +54,25 @@ def get(job_id: object) -> dict[str, Any]:
     return job_json(find_job(parse_job_id(job_id)))
 
 
-def job_json(job: Job) -> dict[str, Any]:
-    """The documented JSON shape of a job (docs/operations.md)."""
+def job_json(job: Job, actions: list[JobAction] | None = None) -> dict[str, Any]:
+    """The documented JSON shape of a job (docs/operations.md).
+
+    What the input holds is shown redacted (B5): ``input`` per the job's declared
+    paths and the REDACT patterns, and the input's redacted values in ``last_error``
+    and ``progress`` too (observability/redaction.py). ``actions`` is who moved the
+    job from an operator surface (P2), oldest first; read when not given.
+    """
+    if actions is None:
+        actions = list(
+            JobAction.objects.using(job._state.db or get_settings().DATABASE)
+            .filter(job_id=job.id)
+            .order_by("id")
+        )
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
+
+    view = shown(job.name, job.input)
 
     return {
         "id": str(job.id),
@@ -64,18 +85,19 @@ def job_json(job: Job) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "tenant_id": job.tenant_id,
         "idempotency_key": job.idempotency_key,
-        "input": job.input,
+        "input": view.input,
         "run_at": when(job.run_at),
         "created_at": when(job.created_at),
         "started_at": when(job.started_at),
         "finished_at": when(job.finished_at),
-        "last_error": job.last_error,
+        "last_error": view.text(job.last_error),
         "error_code": job.error_code,
         "stop_reason": job.stop_reason,
-        "progress": job.progress,
+        "progress": view.value(job.progress),
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
         "worker_id": job.worker_id,
+        "actions": [action_json(action) for action in actions],
         # The current stage's steps, oldest first (prefetch_related("steps") in lists).
         "steps": [
             {
@@ -107,7 +129,11 @@ def list_jobs(
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """One page of jobs, newest first; ``next`` is the cursor of the following page."""
+    """One page of jobs, newest first; ``next`` is the cursor of the following page.
+
+    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+    (its id and why); the page and its cursor count it like any row.
+    """
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
@@ -116,19 +142,26 @@ def list_jobs(
         raise InvalidArgument("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
     if state is not None and state not in JobState.values:
         raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+    for field, value, length in (
+        ("queue", queue, 63),
+        ("name", name, 200),
+        ("tenant", tenant, 200),
+        ("id_prefix", id_prefix, 36),
+    ):
+        if value is not None:
+            check_text(value, field=field, max_length=length)  # B1, B4
     filters = Q()
-    if state is not None:
-        filters &= Q(state=state)
-    if queue is not None:
-        filters &= Q(queue=queue)
-    if name is not None:
-        filters &= Q(name=name)
-    if tenant is not None:
-        filters &= Q(tenant_id=tenant)
-    if created_from is not None:
-        filters &= Q(created_at__gte=created_from)
-    if created_to is not None:
-        filters &= Q(created_at__lt=created_to)
+    lookups: tuple[tuple[str, object], ...] = (
+        ("state", state),
+        ("queue", queue),
+        ("name", name),
+        ("tenant_id", tenant),
+        ("created_at__gte", created_from),
+        ("created_at__lt", created_to),
+    )
+    for lookup, wanted in lookups:
+        if wanted is not None:
+            filters &= Q(**{lookup: wanted})
     if after is not None:
         filters &= Q(id__lt=_cursor(after))
     rows = _jobs().filter(filters)
@@ -141,13 +174,59 @@ def list_jobs(
         rows = rows.annotate(id_text=Cast("id", TextField())).filter(
             id_text__startswith=prefix
         )
-    page = list(rows.order_by("-id")[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
+    return _page(rows.order_by("-id")[: limit + 1], limit)
+
+
+def _page(fetched: QuerySet[Job], limit: int) -> dict[str, Any]:
+    read = list(fetched)
+    # B4: rows Python cannot read are left out of "jobs" and named in "unreadable";
+    # the page and its cursor count them like any row.
+    skipped = getattr(fetched, "unreadable", [])
+    if skipped:
+        metrics.row_unreadable("job", len(skipped))
+    entries: list[tuple[uuid.UUID, Job | str]] = [(job.id, job) for job in read]
+    entries += [(uuid.UUID(str(pk)), error) for pk, error in skipped]
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    more = len(entries) > limit
+    entries = entries[:limit]
+    actions: dict[uuid.UUID, list[JobAction]] = {job.id: [] for job in read}
+    for action in (
+        JobAction.objects.using(get_settings().DATABASE)
+        .filter(job_id__in=list(actions))
+        .order_by("id")
+    ):
+        actions[action.job_id].append(action)
     return {
-        "jobs": [job_json(job) for job in page],
-        "next": str(page[-1].id) if more and page else None,
+        "jobs": [
+            job_json(item, actions[item.id])
+            for _, item in entries
+            if isinstance(item, Job)
+        ],
+        "unreadable": [
+            {"id": str(pk), "error": item}
+            for pk, item in entries
+            if isinstance(item, str)
+        ],
+        "next": str(entries[-1][0]) if more and entries else None,
     }
+
+
+def action_json(row: JobAction) -> dict[str, Any]:
+    """One operator action as ``jobs show --json`` carries it (P2)."""
+    return {
+        "action": row.action,
+        "actor": {"id": row.actor_id, "name": row.actor_name, "source": row.source},
+        "reason": row.reason,
+        "at": row.at.isoformat(),
+    }
+
+
+def job_actions(job_id: object) -> list[dict[str, Any]]:
+    """Who did what to a job, oldest first; a removed job's record included."""
+    rows = JobAction.objects.using(get_settings().DATABASE).filter(
+        job_id=parse_job_id(job_id)
+    )
+    return [action_json(row) for row in rows.order_by("id")]
 
 
 def _cursor(value: str | uuid.UUID) -> uuid.UUID:

@@ -2,12 +2,20 @@
 
 Each verb runs one fenced statement and, when it moves nothing, reads the row once to
 say exactly why (not found, live, running, or a key a live job holds).
+
+Who did it (P2): ``retry``, ``cancel``, ``remove`` and ``promote`` take ``actor`` (a
+Django user, an ``Operator``, or a name) and record it, in the same transaction as
+the move, as a ``JobAction`` row: action, actor id and display name, the surface
+(``admin``, ``cli``, ``api``), the reason, the time. It outlives the job (a removal
+is recorded too) and is shown in the admin and in ``jobs show --json``.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from django.db import transaction
@@ -15,6 +23,7 @@ from django.db import transaction
 from ultimate_jobs.api.reads import find_job, parse_job_id
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import (
@@ -26,7 +35,7 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
-from ultimate_jobs.models import FINISHED_STATES, Job, QueuePause
+from ultimate_jobs.models import FINISHED_STATES, Job, JobAction, QueuePause
 from ultimate_jobs.sql import QUERIES
 
 
@@ -34,21 +43,87 @@ def _db() -> DjangoDatabase:
     return DjangoDatabase(get_settings().DATABASE)
 
 
-def retry(job_id: object, *, from_step: str | None = None) -> uuid.UUID:
+MAX_ACTOR_LENGTH = 255
+MAX_REASON_LENGTH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """Who moved a job: an id, a display name, and the surface they used."""
+
+    id: str = ""
+    name: str = ""
+    source: str = "api"  # admin | cli | api
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "source": self.source}
+
+
+def operator_of(actor: Any, *, source: str = "api") -> Operator:
+    """The Operator of ``actor``: a Django user (its pk and display name), an
+    Operator, a name, or None (nobody named). Refused past its column or with a NUL."""
+    if actor is None:
+        return Operator(source=source)
+    if isinstance(actor, Operator):
+        found = actor
+    elif isinstance(actor, str):
+        found = Operator(actor, actor, source)
+    else:
+        pk = getattr(actor, "pk", None)
+        full = getattr(actor, "get_full_name", None)
+        username = getattr(actor, "get_username", None)
+        name = (full() if callable(full) else "") or (
+            username() if callable(username) else str(actor)
+        )
+        found = Operator("" if pk is None else str(pk), str(name), source)
+    for field, value in (("actor.id", found.id), ("actor.name", found.name)):
+        check_text(value, field=field, max_length=MAX_ACTOR_LENGTH)
+    return found
+
+
+def _record(
+    job: Job | None, pk: uuid.UUID, action: str, who: Operator, reason: str
+) -> None:
+    JobAction.objects.using(get_settings().DATABASE).create(
+        job_id=pk,
+        job_name=job.name if job is not None else "",
+        action=action,
+        actor_id=who.id,
+        actor_name=who.name,
+        source=who.source,
+        reason=reason,
+    )
+
+
+def _name_of(pk: uuid.UUID) -> Job | None:
+    return Job.objects.using(get_settings().DATABASE).filter(pk=pk).only("name").first()
+
+
+def retry(
+    job_id: object, *, from_step: str | None = None, actor: Any = None
+) -> uuid.UUID:
     """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
 
     Its completed steps replay from storage; ``from_step`` drops that step and every
     later one first, so they run again (P2). A live job is JobNotRequeueable; one whose
-    key a live job now holds is JobDuplicate.
+    key a live job now holds is JobDuplicate. ``actor`` is recorded (see the module).
     """
-    if from_step is None:
-        return _requeue(parse_job_id(job_id))
     pk = parse_job_id(job_id)
+    who = operator_of(actor)
+    if from_step is not None:
+        check_text(from_step, field="from_step", max_length=200)
     with transaction.atomic(using=get_settings().DATABASE):
-        dropped = _db().run(QUERIES["step_drop_from"], job_id=pk, name=from_step)
-        run_id = _requeue(pk)  # refused: the drop rolls back with it
-        if not dropped:
-            raise InvalidArgument("from_step", from_step, "the job has no such step")
+        if from_step is None:
+            run_id = _requeue(pk)
+        else:
+            dropped = _db().run(QUERIES["step_drop_from"], job_id=pk, name=from_step)
+            run_id = _requeue(pk)  # refused: the drop rolls back with it
+            if not dropped:
+                raise InvalidArgument(
+                    "from_step", from_step, "the job has no such step"
+                )
+        reason = f"from step {from_step!r}" if from_step is not None else ""
+        _record(_name_of(pk), pk, "retry", who, reason)
     return run_id
 
 
@@ -88,37 +163,51 @@ def _live_holder(job: Job) -> uuid.UUID | None:
     return holder
 
 
-def cancel(job_id: object, reason: str = "") -> None:
-    """Cancel one live job: a queued one at once, a running one at its next heartbeat."""
+def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
+    """Cancel one live job: a queued one at once, a running one at its next heartbeat.
+    ``actor`` is recorded (see the module)."""
     pk = parse_job_id(job_id)
-    if _db().run(QUERIES["job_cancel"], id=pk, reason=reason[:1000], now=None):
-        return
+    who = operator_of(actor)
+    text = check_text(
+        reason[:MAX_REASON_LENGTH], field="reason", max_length=MAX_REASON_LENGTH
+    )
+    with transaction.atomic(using=get_settings().DATABASE):
+        if _db().run(QUERIES["job_cancel"], id=pk, reason=text, now=None):
+            _record(_name_of(pk), pk, "cancel", who, text)
+            return
     raise JobNotCancellable(pk, find_job(pk).state)
 
 
-def remove(job_id: object) -> None:
-    """Delete one job that is not running (cancel a running one first)."""
+def remove(job_id: object, *, actor: Any = None) -> None:
+    """Delete one job that is not running (cancel a running one first). ``actor`` is
+    recorded, and the record outlives the job (see the module)."""
     pk = parse_job_id(job_id)
-    if _db().run(QUERIES["job_remove"], id=pk):
-        return
+    who = operator_of(actor)
+    with transaction.atomic(using=get_settings().DATABASE):
+        job = _name_of(pk)
+        if _db().run(QUERIES["job_remove"], id=pk):
+            _record(job, pk, "remove", who, "")
+            return
     raise JobNotRemovable(pk, find_job(pk).state)
 
 
-def promote(job_id: object) -> None:
-    """Make a job that waits on its run time due now."""
+def promote(job_id: object, *, actor: Any = None) -> None:
+    """Make a job that waits on its run time due now. ``actor`` is recorded."""
     pk = parse_job_id(job_id)
-    if _db().run(QUERIES["job_promote"], id=pk, now=None):
-        return
+    who = operator_of(actor)
+    with transaction.atomic(using=get_settings().DATABASE):
+        if _db().run(QUERIES["job_promote"], id=pk, now=None):
+            _record(_name_of(pk), pk, "promote", who, "")
+            return
     raise JobNotPromotable(pk, find_job(pk).state)
 
 
 def pause_queue(queue: str, *, by: str = "") -> bool:
     """Pause a queue: no worker claims from it from its next claim on; enqueues land.
     Answers whether it was running (False: it was paused already)."""
+    by = check_text(str(by)[:255], field="by", max_length=255)
     return bool(
-        _db().run(
-            QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by[:255]
-        )
+        _db().run(QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by)
     )
 
 
@@ -156,6 +245,7 @@ def bulk(
     name: str | None = None,
     tenant_id: str | None = None,
     reason: str = "",
+    actor: Any = None,
 ) -> dict[str, int]:
     """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
 
@@ -179,7 +269,8 @@ def bulk(
         requeue=kind == "requeue",
         limit=BULK_LIMIT,
     )
-    single: dict[str, Callable[[object], object]] = {
+    who = operator_of(actor)
+    single: dict[str, Callable[..., object]] = {
         "retry": retry,
         "remove": remove,
         "promote": promote,
@@ -188,9 +279,9 @@ def bulk(
     for row in rows:
         try:
             if verb == "cancel":
-                cancel(row["id"], reason)
+                cancel(row["id"], reason, actor=who)
             else:
-                single[verb](row["id"])
+                single[verb](row["id"], actor=who)
         except (
             JobNotRequeueable,
             JobNotCancellable,

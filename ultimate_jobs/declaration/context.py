@@ -12,6 +12,8 @@ except ImportError:  # pragma: no cover - exercised where it is not installed
     otel_trace = None  # type: ignore[assignment]
 
 _tenant: ContextVar[str | None] = ContextVar("ultimate_jobs_tenant", default=None)
+# The name of the job whose body (or on_settled hook) runs here; None outside one.
+_job: ContextVar[str | None] = ContextVar("ultimate_jobs_job", default=None)
 _correlation: ContextVar[str] = ContextVar("ultimate_jobs_correlation_id", default="")
 
 
@@ -28,6 +30,24 @@ def tenant_scope(tenant_id: str | None) -> Iterator[None]:
         yield
     finally:
         _tenant.reset(token)
+
+
+def current_job() -> str | None:
+    """The name of the job whose body runs here; None outside a job body."""
+    return _job.get()
+
+
+@contextlib.contextmanager
+def job_scope(name: str, tenant_id: str | None) -> Iterator[None]:
+    """Run a job's body (or its on_settled hook): its name and its tenant, which the
+    tenant guard (ultimate_jobs.tenancy, B7) reads."""
+    job_token = _job.set(name)
+    tenant_token = _tenant.set(tenant_id)
+    try:
+        yield
+    finally:
+        _tenant.reset(tenant_token)
+        _job.reset(job_token)
 
 
 def current_correlation_id() -> str:

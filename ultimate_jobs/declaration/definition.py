@@ -15,12 +15,14 @@ from typing import Any, Literal
 
 from django.apps import apps
 
+from ultimate_jobs.declaration.bounds import text_problem
 from ultimate_jobs.declaration.durations import (
     optional_duration,
     parse_duration,
 )
 from ultimate_jobs.declaration.payload import Signature, read_signature
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE, validate_queue
+from ultimate_jobs.declaration.redaction import check_paths
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.exceptions import (
@@ -102,6 +104,7 @@ class JobDefinition:
         default_factory=lambda: Signature((), accepts_any=False)
     )
     is_async: bool = False
+    redact: tuple[str, ...] = ()  # input paths no operator surface shows (B5)
 
     @property
     def origin(self) -> str:
@@ -139,6 +142,7 @@ class JobDefinition:
             "tenant": "none" if isinstance(self.tenant, NoTenant) else "per-input",
             "async": self.is_async,
             "input": self.signature.describe(),
+            "redact": list(self.redact),
         }
 
 
@@ -204,9 +208,16 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
             "function", func, "@job decorates a module-level function"
         )
     job_name = fields["name"] if fields["name"] is not None else default_name(func)
-    if not isinstance(job_name, str) or not job_name or len(job_name) > 200:
+    if (
+        not isinstance(job_name, str)
+        or not job_name
+        or len(job_name) > 200
+        or text_problem(job_name) is not None
+    ):
         raise JobDeclarationInvalid(
-            "name", job_name, "a non-empty string of at most 200 characters"
+            "name",
+            job_name,
+            "a non-empty string of at most 200 characters, without NUL",
         )
     if "<locals>" in func.__qualname__ and fields["name"] is None:
         raise JobDeclarationInvalid(
@@ -252,6 +263,15 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
             fields[key], field=key, job=job_name, error=JobDeclarationInvalid
         )
 
+    signature = read_signature(func, job=job_name)
+    redact = check_paths(
+        fields.get("redact"),
+        job=job_name,
+        parameters=None
+        if signature.accepts_any
+        else [p.name for p in signature.parameters],
+    )
+
     return JobDefinition(
         name=job_name,
         func=func,
@@ -273,6 +293,7 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
         retry=retry,
         dead_letter=fields["dead_letter"],
         retention=check_retention(fields["retention"], job_name),
-        signature=read_signature(func, job=job_name),
+        signature=signature,
         is_async=inspect.iscoroutinefunction(func),
+        redact=redact,
     )

@@ -6,6 +6,7 @@ import math
 import re
 from datetime import timedelta
 
+from ultimate_jobs.declaration.bounds import MAX_HORIZON_SECONDS
 from ultimate_jobs.exceptions import InvalidArgument, InvalidDuration
 
 Duration = int | float | timedelta | str
@@ -21,7 +22,8 @@ def parse_duration(
     job: str = "",
     error: type[InvalidArgument] = InvalidDuration,
 ) -> float:
-    """Answer a positive duration in seconds; refuse zero, negative or malformed values.
+    """Answer a positive duration in seconds; refuse zero, negative or malformed values,
+    and any longer than 100 years (B4: the instant it ends at must stay readable).
 
     >>> parse_duration("250ms", field="poll")
     0.25
@@ -51,6 +53,8 @@ def parse_duration(
         )
     if not math.isfinite(seconds) or seconds <= 0:
         raise error(field, value, "a duration must be positive and finite", job=job)
+    if seconds > MAX_HORIZON_SECONDS:
+        raise error(field, value, "a duration is at most 100 years", job=job)
     return seconds
 
 

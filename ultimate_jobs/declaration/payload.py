@@ -20,6 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ultimate_jobs.declaration.bounds import (
+    DEFAULT_MAX_INPUT_DEPTH,
+    check_json,
+    check_size,
+)
+from ultimate_jobs.declaration.redaction import REDACTED, Redaction
 from ultimate_jobs.exceptions import InvalidJobPayload, JobDeclarationInvalid
 
 
@@ -113,32 +119,104 @@ def _dump(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-def encode(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> str:
-    """Check ``kwargs`` against the signature and answer the stored JSON text."""
-    validate(job, signature, kwargs)
+def _shown(redaction: Redaction | None, field: str, value: Any) -> Any:
+    """What an error shows of ``value`` at ``field``: never a redacted value (B5)."""
+    if redaction is None:
+        return value
+    if field != "input" and redaction.hides_path(field):
+        return REDACTED
+    return redaction.apply(value)
+
+
+def encode(
+    job: str,
+    signature: Signature,
+    kwargs: Mapping[str, Any],
+    *,
+    max_bytes: int | None = None,
+    max_depth: int = DEFAULT_MAX_INPUT_DEPTH,
+    redaction: Redaction | None = None,
+) -> str:
+    """Check ``kwargs`` against the signature and the bounds (B4: no NUL or lone
+    surrogate, 64-bit integers, at most ``max_depth`` deep and ``max_bytes`` long) and
+    answer the stored JSON text. Errors show redacted values as ``[redacted]``."""
+    if not isinstance(kwargs, Mapping):
+        raise InvalidJobPayload(
+            job, "input", kwargs, "input is a mapping of keyword arguments"
+        )
+    check_json(
+        job,
+        "",
+        dict(kwargs),
+        max_depth=max_depth,
+        max_bytes=max_bytes,
+        show=lambda field, value: _shown(redaction, field, value),
+    )
+    validate(job, signature, kwargs, redaction=redaction, json_checked=True)
     try:
-        return _dump(dict(kwargs))
+        encoded = _dump(dict(kwargs))
     except (TypeError, ValueError) as exc:
         raise InvalidJobPayload(
-            job, "input", kwargs, f"not JSON-serialisable: {exc}"
+            job,
+            "input",
+            _shown(redaction, "input", kwargs),
+            f"not JSON-serialisable: {exc}",
         ) from None
+    if max_bytes is not None:
+        check_size(job, "input", encoded, max_bytes=max_bytes)
+    return encoded
 
 
 def decode(
-    job: str, signature: Signature, stored: str | Mapping[str, Any]
+    job: str,
+    signature: Signature,
+    stored: str | Mapping[str, Any],
+    *,
+    max_depth: int = DEFAULT_MAX_INPUT_DEPTH,
+    redaction: Redaction | None = None,
 ) -> dict[str, Any]:
-    """Decode a stored payload and check it again; a stale one is InvalidJobPayload."""
-    value = json.loads(stored) if isinstance(stored, str) else stored
+    """Decode a stored payload and check it again; a stale one is InvalidJobPayload,
+    and so is one nested past ``max_depth`` (an older version's row)."""
+    try:
+        value = json.loads(stored) if isinstance(stored, str) else stored
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJobPayload(
+            job,
+            "input",
+            "...",
+            f"the stored input cannot be decoded: {type(exc).__name__}",
+        ) from None
     if not isinstance(value, dict):
         raise InvalidJobPayload(
-            job, "input", value, "the stored input is not a JSON object"
+            job,
+            "input",
+            _shown(redaction, "input", value),
+            "the stored input is not a JSON object",
         )
-    validate(job, signature, value)
+    check_json(
+        job,
+        "",
+        value,
+        max_depth=max_depth,
+        show=lambda field, bad: _shown(redaction, field, bad),
+    )
+    validate(job, signature, value, redaction=redaction, json_checked=True)
     return value
 
 
-def validate(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> None:
-    """Refuse missing or unknown parameters and values that break their annotation."""
+def validate(
+    job: str,
+    signature: Signature,
+    kwargs: Mapping[str, Any],
+    *,
+    redaction: Redaction | None = None,
+    json_checked: bool = False,
+) -> None:
+    """Refuse missing or unknown parameters and values that break their annotation.
+
+    Call it on a value ``check_json`` accepted (``json_checked``: the JSON walk is then
+    not repeated): the annotation checks recurse.
+    """
     if not isinstance(kwargs, Mapping):
         raise InvalidJobPayload(
             job, "input", kwargs, "input is a mapping of keyword arguments"
@@ -151,7 +229,7 @@ def validate(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> None:
             raise InvalidJobPayload(
                 job,
                 name,
-                kwargs[name],
+                _shown(redaction, name, kwargs[name]),
                 f"unknown parameter (expected: {', '.join(sorted(known)) or 'none'})",
             )
     for param in signature.parameters:
@@ -164,13 +242,15 @@ def validate(job: str, signature: Signature, kwargs: Mapping[str, Any]) -> None:
         value = kwargs[param.name]
         problem = _check(value, param.annotation)
         if problem:
-            raise InvalidJobPayload(job, param.name, value, problem)
-    for name, value in kwargs.items():
+            raise InvalidJobPayload(
+                job, param.name, _shown(redaction, param.name, value), problem
+            )
+    for name, value in () if json_checked else kwargs.items():
         if not _is_json(value):
             raise InvalidJobPayload(
                 job,
                 name,
-                value,
+                _shown(redaction, name, value),
                 "not JSON-serialisable (str, int, float, bool, None, list, dict)",
             )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.bounds import json_problem, text_problem
 from ultimate_jobs.declaration.context import current_tenant
 from ultimate_jobs.declaration.definition import NoTenant
 from ultimate_jobs.declaration.durations import Duration, parse_duration
@@ -60,7 +61,12 @@ def _tenant(tenant: object) -> str | None:
         return None
     if isinstance(tenant, int) and not isinstance(tenant, bool):
         tenant = str(tenant)
-    if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
+    if (
+        not isinstance(tenant, str)
+        or not tenant
+        or len(tenant) > 200
+        or text_problem(tenant) is not None
+    ):
         raise InvalidArgument(
             "tenant", tenant, "a tenant id (a non-empty string), None or NO_TENANT"
         )
@@ -73,6 +79,18 @@ def _payload(payload: object) -> str:
     if not isinstance(payload, Mapping):
         raise InvalidArgument(
             "payload", payload, "a dict (waits match keys it contains)"
+        )
+    settings = get_settings()
+    found = json_problem(
+        dict(payload),
+        max_depth=settings.MAX_INPUT_DEPTH,
+        max_bytes=settings.MAX_INPUT_BYTES,
+    )
+    if found is not None:  # B4: refused before the statement, like a job's input
+        raise InvalidArgument(
+            f"payload.{found.path}" if found.path else "payload",
+            found.value,
+            found.reason,
         )
     try:
         return json.dumps(dict(payload), allow_nan=False, separators=(",", ":"))

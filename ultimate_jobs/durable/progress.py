@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 
+from ultimate_jobs.declaration.bounds import text_problem
 from ultimate_jobs.declaration.run import CancelToken
 from ultimate_jobs.exceptions import InvalidArgument, JobAborted
 
@@ -37,9 +38,15 @@ def encode_progress(done: object, total: object, note: object = None) -> str:
     total_ = _number("total", total)
     if total_ == 0:
         raise InvalidArgument("total", total, "a number greater than 0")
-    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_LENGTH):
+    if note is not None and (
+        not isinstance(note, str)
+        or len(note) > MAX_NOTE_LENGTH
+        or text_problem(note) is not None
+    ):
         raise InvalidArgument(
-            "note", note, f"a string of at most {MAX_NOTE_LENGTH} characters, or None"
+            "note",
+            note,
+            f"a string of at most {MAX_NOTE_LENGTH} characters without NUL, or None",
         )
     return json.dumps({"done": done_, "total": total_, "note": note})
 

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.bounds import check_instant
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.durations import parse_duration
+from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import Json
 
@@ -56,15 +59,32 @@ def reschedule_intent(
             raise InvalidArgument(
                 "delay", delay, "give delay or run_at, not both", job=name
             )
+        check_instant(run_at, field="run_at", job=name)  # B4
+    settings = get_settings()
+    redaction = cached_redaction(definition.redact, settings.REDACT)
+    bounds: dict[str, Any] = {
+        "max_bytes": settings.MAX_INPUT_BYTES,
+        "max_depth": settings.MAX_INPUT_DEPTH,
+        "redaction": redaction,
+    }
     if input is None:
-        current = payload.decode(name, definition.signature, stored_input)
-        encoded = payload.encode(name, definition.signature, current)
+        current = payload.decode(
+            name,
+            definition.signature,
+            stored_input,
+            max_depth=settings.MAX_INPUT_DEPTH,
+            redaction=redaction,
+        )
+        encoded = payload.encode(name, definition.signature, current, **bounds)
     elif not isinstance(input, Mapping):
         raise InvalidArgument(
-            "input", input, "a dict of keyword arguments for the job", job=name
+            "input",
+            redaction.apply(input),
+            "a dict of keyword arguments for the job",
+            job=name,
         )
     else:
-        encoded = payload.encode(name, definition.signature, dict(input))
+        encoded = payload.encode(name, definition.signature, dict(input), **bounds)
     return Reschedule(
         encoded, seconds, run_at if isinstance(run_at, datetime) else None
     )

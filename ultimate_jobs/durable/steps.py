@@ -32,7 +32,9 @@ from typing import Any, NoReturn
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, Row
+from ultimate_jobs.declaration.bounds import json_problem, text_problem
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.durations import (
     Duration,
@@ -70,15 +72,32 @@ class Stored:
 
 
 def check_name(name: object, field: str = "name") -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > MAX_NAME_LENGTH
+        or text_problem(name) is not None
+    ):
         raise InvalidArgument(
-            field, name, f"a non-empty string of at most {MAX_NAME_LENGTH} characters"
+            field,
+            name,
+            f"a non-empty string of at most {MAX_NAME_LENGTH} characters, without NUL",
         )
     return name
 
 
 def encode_output(job: str, name: str, value: Any) -> str:
-    """The stored JSON of a step result; a value JSON cannot hold is refused."""
+    """The stored JSON of a step result; a value JSON (or PostgreSQL) cannot hold is
+    refused: a NUL, a lone surrogate, an integer past 64 bits, nesting past
+    MAX_INPUT_DEPTH (B4)."""
+    found = json_problem(value, max_depth=get_settings().MAX_INPUT_DEPTH)
+    if found is not None:
+        raise InvalidArgument(
+            f"result of step {name!r}" + (f" at {found.path}" if found.path else ""),
+            found.value,
+            found.reason,
+            job=job,
+        )
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:

@@ -97,6 +97,7 @@ def job(
     retry: Retry | None = ...,
     dead_letter: bool = ...,
     retention: Mapping[str, Any] | None = ...,
+    redact: tuple[str, ...] | list[str] | None = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -118,8 +119,12 @@ def job(
     retry: Retry | None = None,
     dead_letter: bool = True,
     retention: Mapping[str, Any] | None = None,
+    redact: tuple[str, ...] | list[str] | None = None,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a job; ``idempotency_key`` and ``tenant`` are required (J2, J3).
+
+    ``redact`` names input paths no operator surface shows (``"password"``,
+    ``"card.number"``; B5); the body still receives the real values.
 
     ::
 
@@ -145,6 +150,7 @@ def job(
             retry=retry,
             dead_letter=dead_letter,
             retention=retention,
+            redact=redact,
         )
 
     def decorate(function: Callable[..., Any]) -> JobHandle:
@@ -164,6 +170,7 @@ def job(
             retry=retry,
             dead_letter=dead_letter,
             retention=retention,
+            redact=redact,
         )
 
     return decorate

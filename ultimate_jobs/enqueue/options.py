@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ultimate_jobs.declaration.bounds import check_instant
 from ultimate_jobs.declaration.definition import check_priority
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
@@ -38,6 +39,16 @@ class EnqueueOptions:
     on_conflict: OnConflict = "return"
 
 
+def _run_at(value: object, job: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidArgument(
+            "run_at", value, "an aware datetime (with a time zone)", job=job
+        )
+    return check_instant(value, field="run_at", job=job)  # B4
+
+
 def check_options(
     base: EnqueueOptions, given: Mapping[str, Any], job: str
 ) -> EnqueueOptions:
@@ -57,13 +68,7 @@ def check_options(
             else:
                 changes[key] = parse_duration(value, field="delay", job=job)
         elif key == "run_at":
-            if value is not None and (
-                not isinstance(value, datetime) or value.tzinfo is None
-            ):
-                raise InvalidArgument(
-                    "run_at", value, "an aware datetime (with a time zone)", job=job
-                )
-            changes[key] = value
+            changes[key] = _run_at(value, job)
         elif key == "queue":
             changes[key] = None if value is None else validate_queue(value, job=job)
         elif key == "priority":

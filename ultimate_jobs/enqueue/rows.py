@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.bounds import check_text, text_problem
 from ultimate_jobs.declaration.context import current_correlation_id
 from ultimate_jobs.declaration.definition import (
     MAX_CONCURRENCY_KEY_LENGTH,
@@ -24,6 +26,7 @@ from ultimate_jobs.declaration.definition import (
     NoTenant,
 )
 from ultimate_jobs.declaration.ids import uuid7s
+from ultimate_jobs.declaration.redaction import Redaction, cached_redaction
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobDeclarationInvalid,
@@ -72,6 +75,16 @@ class Row:
 FIELDS = tuple(field.name for field in dataclasses.fields(Row))
 
 
+MAX_ACTOR_LENGTH = 255  # the enqueued_by column
+MAX_CORRELATION_LENGTH = 255  # the correlation_id column
+MAX_TENANT_LENGTH = 200  # the tenant_id column
+
+
+def redaction_of(definition: JobDefinition) -> Redaction:
+    """The job's redaction: its declared paths and the REDACT setting's patterns (B5)."""
+    return cached_redaction(definition.redact, get_settings().REDACT)
+
+
 def _call(
     definition: JobDefinition, field: str, function: Any, kwargs: dict[str, Any]
 ) -> Any:
@@ -80,18 +93,28 @@ def _call(
     except JobsError:
         raise
     except Exception as exc:
+        redaction = redaction_of(definition)
         raise JobDeclarationInvalid(
-            field, kwargs, f"raised {exc!r}", job=definition.name
+            field,
+            redaction.apply(kwargs),
+            redaction.scrub(f"raised {exc!r}", kwargs),
+            job=definition.name,
         ) from exc
 
 
 def idempotency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str:
     key = _call(definition, "idempotency_key", definition.idempotency_key, kwargs)
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+    if (
+        not isinstance(key, str)
+        or not key
+        or len(key) > MAX_KEY_LENGTH
+        or text_problem(key) is not None
+    ):
         raise JobDeclarationInvalid(
             "idempotency_key",
             key,
-            f"must answer a non-empty string of at most {MAX_KEY_LENGTH} characters",
+            f"must answer a non-empty string of at most {MAX_KEY_LENGTH} characters, "
+            "without NUL or lone surrogates",
             job=definition.name,
         )
     return key
@@ -109,11 +132,17 @@ def tenant_of(
         tenant = str(tenant)
     if isinstance(tenant, uuid.UUID):
         tenant = str(tenant)
-    if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
+    if (
+        not isinstance(tenant, str)
+        or not tenant
+        or len(tenant) > MAX_TENANT_LENGTH
+        or text_problem(tenant) is not None
+    ):
         raise JobTenantRequired(
             "tenant",
             tenant,
-            "must answer a tenant id (a non-empty string); declare tenant=NO_TENANT for none",
+            f"must answer a tenant id (a non-empty string of at most {MAX_TENANT_LENGTH} "
+            "characters, without NUL); declare tenant=NO_TENANT for none",
             job=definition.name,
         )
     return tenant
@@ -123,7 +152,12 @@ def concurrency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str
     if not isinstance(definition.concurrency, Concurrency):
         return None
     key = _call(definition, "concurrency.key", definition.concurrency.key, kwargs)
-    if not isinstance(key, str) or not key or len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+    if (
+        not isinstance(key, str)
+        or not key
+        or len(key) > MAX_CONCURRENCY_KEY_LENGTH
+        or text_problem(key) is not None
+    ):
         raise JobDeclarationInvalid(
             "concurrency.key",
             key,
@@ -133,21 +167,32 @@ def concurrency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str
     return key
 
 
-def actor_id(actor: Any) -> str:
+def actor_id(actor: Any, *, job: str = "") -> str:
+    """What ``enqueued_by`` records of an actor: a string as it is, else its pk (H2).
+    Longer than the column, or holding a NUL, it is refused (B4)."""
     if actor is None:
         return ""
     if isinstance(actor, str):
-        return actor
-    pk = getattr(actor, "pk", None) or getattr(actor, "id", None)
-    return str(pk if pk is not None else actor)[:255]
+        text = actor
+    else:
+        pk = getattr(actor, "pk", None) or getattr(actor, "id", None)
+        text = str(pk if pk is not None else actor)
+    return check_text(text, field="actor", max_length=MAX_ACTOR_LENGTH, job=job)
 
 
 def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
     """Check every input and answer the rows to write; raises before anything is written."""
     definition, options = handle.definition, handle.options
+    settings = get_settings()
+    redaction = cached_redaction(definition.redact, settings.REDACT)
+    correlation_id = check_text(
+        current_correlation_id()[:MAX_CORRELATION_LENGTH],
+        field="correlation_id",
+        max_length=MAX_CORRELATION_LENGTH,
+        job=definition.name,
+    )
+    enqueued_by = actor_id(options.actor, job=definition.name)
     ids = uuid7s(2 * len(inputs))
-    correlation_id = current_correlation_id()[:255]
-    enqueued_by = actor_id(options.actor)
     queue = options.queue or definition.queue
     priority = definition.priority if options.priority is None else options.priority
     rows = []
@@ -155,11 +200,18 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
         if not isinstance(kwargs, dict):
             raise InvalidArgument(
                 f"inputs[{index}]",
-                kwargs,
+                redaction.apply(kwargs),
                 "each input is a dict of keyword arguments",
                 job=definition.name,
             )
-        encoded = payload.encode(definition.name, definition.signature, kwargs)
+        encoded = payload.encode(
+            definition.name,
+            definition.signature,
+            kwargs,
+            max_bytes=settings.MAX_INPUT_BYTES,
+            max_depth=settings.MAX_INPUT_DEPTH,
+            redaction=redaction,
+        )
         key = concurrency_key_of(definition, kwargs)
         rows.append(
             Row(

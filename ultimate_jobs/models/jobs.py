@@ -19,6 +19,7 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.models.readable import ReadableQuerySet
 
 
 class Job(models.Model):
@@ -55,6 +56,9 @@ class Job(models.Model):
     # L2: the lease key of a keyed concurrency limit, computed from the input at enqueue
     # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
+
+    # Lists and reads skip (and name) a row Python cannot read (B4, models/readable.py).
+    objects = ReadableQuerySet.as_manager()
 
     class Meta:
         db_table = "ultimate_jobs_job"
@@ -136,6 +140,10 @@ class Worker(models.Model):
     queues = models.JSONField(default=list)  # the queue names it serves
     slots = models.IntegerField()
     in_flight = models.JSONField(default=list)  # ids of the jobs it runs, at most 100
+    # Slots held by bodies that ran past their timeout and ignore their cancel token
+    # (S6): lost capacity until they return; their job ids, at most 100.
+    abandoned = models.IntegerField(db_default=0)
+    abandoned_jobs = models.JSONField(db_default=[], default=list)
     heartbeat_at = models.DateTimeField()
     expires_at = models.DateTimeField()
 
@@ -145,6 +153,35 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class JobAction(models.Model):
+    """Who did what to a job from an operator surface (P2): cancel, retry, remove,
+    promote. Kept apart from the job row, so a removed job's removal stays recorded;
+    ``actor_id`` and ``actor_name`` are the admin user's id and display name, or the
+    command line's ``--actor`` (default: the OS user)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.UUIDField()
+    job_name = models.CharField(max_length=200, blank=True, db_default="")
+    action = models.CharField(max_length=16)  # cancel | retry | remove | promote
+    actor_id = models.CharField(max_length=255, blank=True, db_default="")
+    actor_name = models.CharField(max_length=255, blank=True, db_default="")
+    source = models.CharField(
+        max_length=16, blank=True, db_default=""
+    )  # admin | cli | api
+    reason = models.CharField(max_length=1000, blank=True, db_default="")
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_job_action"
+        ordering = ("id",)
+        indexes = (
+            models.Index(fields=("job_id", "id"), name="ultimate_jobs_action_job"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.job_id} by {self.actor_name or self.actor_id}"
 
 
 class JobStep(models.Model):

@@ -40,6 +40,9 @@ class OutboxMessage(models.Model):
     claimed_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL is unclaimed
     claims = models.IntegerField(db_default=0)  # how many times a relay claimed it
     published_at = models.DateTimeField(null=True, blank=True)
+    # Set, with published_at, when a relay could not read the row (B4: a timestamp
+    # past year 9999 written by hand): the row is retired unpublished, and why is here.
+    error = models.TextField(blank=True, db_default="")
 
     class Meta:
         db_table = "ultimate_jobs_outbox"

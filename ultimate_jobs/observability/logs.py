@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -38,15 +39,35 @@ def extra_fields(record: logging.LogRecord) -> dict[str, object]:
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``,
+    ``\\x1b``): a value can never start a line of its own (a tenant id holding a
+    newline forged log lines) nor drive a terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class KeyValueFormatter(logging.Formatter):
-    """``2026-11-30 12:00:00,000 INFO jobs.attempt.settled job_id=… outcome=completed``."""
+    """``2026-11-30 12:00:00,000 INFO jobs.attempt.settled job_id=… outcome=completed``.
+
+    One record is one line: control characters in the message and in every field are
+    escaped (a traceback, when there is one, follows on its own lines).
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return escape_controls(super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
+        head, newline, trace = line.partition("\n")
         fields = " ".join(
-            f"{key}={value}" for key, value in extra_fields(record).items()
+            f"{escape_controls(str(key))}={escape_controls(str(value))}"
+            for key, value in extra_fields(record).items()
         )
-        return f"{line} {fields}" if fields else line
+        head = f"{head} {fields}" if fields else head
+        return f"{head}{newline}{trace}"
 
 
 def _jsonable(value: object) -> object:

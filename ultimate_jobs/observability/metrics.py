@@ -4,7 +4,9 @@ Two kinds:
 
 * Counters and histograms the worker records as it goes: ``ultimate_jobs_jobs_total``
   (one per attempt, by outcome), ``ultimate_jobs_job_duration_seconds``,
-  ``ultimate_jobs_leases_lost_total`` and ``ultimate_jobs_claim_seconds``.
+  ``ultimate_jobs_leases_lost_total``, ``ultimate_jobs_claim_seconds``,
+  ``ultimate_jobs_rows_unreadable_total`` (rows skipped because Python cannot read
+  them) and ``ultimate_jobs_bodies_abandoned_total`` (bodies past their timeout).
 * Queue gauges computed by ``QueueCollector`` at scrape time with one grouped
   statement (``queue_health``): ``ultimate_jobs_queue_depth``,
   ``ultimate_jobs_queue_oldest_ready_seconds``, ``ultimate_jobs_queue_running`` and
@@ -108,6 +110,17 @@ LEASES_LOST = Counter(
     "Leases a worker failed to renew for a whole window (the job may run twice).",
     ["queue"],
 )
+ROWS_UNREADABLE = Counter(
+    "ultimate_jobs_rows_unreadable",
+    "Stored rows a reader skipped because Python cannot read them (B4), by table.",
+    ["table"],
+)
+BODIES_ABANDONED = Counter(
+    "ultimate_jobs_bodies_abandoned",
+    "Bodies that ran on past their timeout, ignoring their cancel token: each holds "
+    "a handler thread until it returns (S6).",
+    ["queue", "job"],
+)
 CLAIM_SECONDS = Histogram(
     "ultimate_jobs_claim_seconds",
     "Time one claim statement took (W2), empty claims included.",
@@ -149,6 +162,16 @@ def job_buried(job: ClaimedJob, *, jobs: Registry = registry) -> None:
 
 def lease_lost(queue: str) -> None:
     LEASES_LOST.labels(queue=queue).inc()
+
+
+def row_unreadable(table: str, count: int = 1) -> None:
+    """Count stored rows a reader skipped (B4); ``table`` is one of the app's."""
+    ROWS_UNREADABLE.labels(table=table).inc(count)
+
+
+def body_abandoned(queue: str, name: str, *, jobs: Registry = registry) -> None:
+    """Count a body that ran past its timeout and kept its thread (S6)."""
+    BODIES_ABANDONED.labels(queue=queue, job=job_label(name, jobs)).inc()
 
 
 def claim_finished(seconds: float) -> None:

@@ -36,6 +36,13 @@ class LiveWorker:
     id: str
     queues: tuple[str, ...]
     heartbeat_at: datetime
+    slots: int = 0  # handler threads
+    abandoned: int = 0  # of them, held by bodies past their timeout (lost capacity)
+
+    @property
+    def usable(self) -> int:
+        """The slots that can still run a job."""
+        return max(self.slots - self.abandoned, 0)
 
 
 def queue_health(
@@ -76,6 +83,8 @@ def live_workers(db: Database, *, now: datetime | None = None) -> list[LiveWorke
             id=row["id"],
             queues=tuple(row["queues"] or ()),
             heartbeat_at=row["heartbeat_at"],
+            slots=int(row["slots"]),
+            abandoned=int(row["abandoned"]),
         )
         for row in db.run(QUERIES["worker_live"], now=now)
     ]

@@ -12,6 +12,7 @@ import enum
 import logging
 from typing import Any
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.definition import Concurrency
@@ -69,7 +70,12 @@ def _fields(row: ClaimedJob) -> dict[str, Any]:
 def _decoded(handle: JobHandle, row: ClaimedJob) -> dict[str, Any] | None:
     definition = handle.definition
     try:
-        return payload.decode(definition.name, definition.signature, row["input"])
+        return payload.decode(
+            definition.name,
+            definition.signature,
+            row["input"],
+            max_depth=get_settings().MAX_INPUT_DEPTH,
+        )
     except JobsError:
         return None
 

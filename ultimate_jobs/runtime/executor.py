@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -26,8 +27,17 @@ from django.db import close_old_connections
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.context import correlation_scope, tenant_scope
+from ultimate_jobs.declaration.context import (
+    correlation_scope,
+    job_scope,
+    tenant_scope,
+)
 from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.redaction import (
+    LazySecrets,
+    cached_redaction,
+    scrub_text,
+)
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.declaration.run import (
@@ -42,7 +52,6 @@ from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.durable.steps import Journal
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.exceptions import (
-    JobsError,
     JobTimeout,
     RunSuspended,
     UnknownJob,
@@ -64,6 +73,9 @@ if TYPE_CHECKING:
     from ultimate_jobs.runtime.acks import Acks
 
 logger = logging.getLogger(__name__)
+# How long a body may take to stop after its deadline set its token before it counts
+# as one that ignores it (a body that looks at its token every step stops within it).
+OVERRUN_GRACE = 1.0
 
 
 class Executor:
@@ -114,11 +126,15 @@ class Executor:
         token: CancelToken | None = None,
         *,
         before_settle: Callable[[], None] | None = None,
+        on_overrun: Callable[[], None] | None = None,
     ) -> Attempt:
         """Run one claimed row to exactly one outcome and write it.
 
         ``before_settle`` is called just before the outcome is written (the worker marks
         the job as settling, so its heartbeat stops renewing and reporting it).
+        ``on_overrun`` is called when the attempt was failed at its deadline while the
+        body runs on, ignoring its token: the body holds its thread until it returns
+        (the worker reports that lost capacity).
         """
         self.settler.before_write = before_settle
         started = time.monotonic()
@@ -132,9 +148,17 @@ class Executor:
             except UnknownJob as exc:
                 return self._failed(job, None, None, exc, token, started)
             definition = handle.definition
+            settings = get_settings()
+            redaction = cached_redaction(definition.redact, settings.REDACT)
             try:
-                kwargs = payload.decode(name, definition.signature, job["input"])
-            except JobsError as exc:  # InvalidJobPayload: terminal on this attempt (J1)
+                kwargs = payload.decode(
+                    name,
+                    definition.signature,
+                    job["input"],
+                    max_depth=settings.MAX_INPUT_DEPTH,
+                    redaction=redaction,
+                )
+            except Exception as exc:  # InvalidJobPayload: terminal on this attempt (J1)
                 return self._failed(job, handle, None, exc, token, started)
             deadlines = Deadlines(token, step_timeout=definition.step_timeout)
             journal = Journal(
@@ -160,14 +184,15 @@ class Executor:
                 queue=job["queue"],
                 cancel_token=token,
                 journal=journal,
+                secrets=LazySecrets(redaction, kwargs),
             )
             ending = _Ending(job, handle, kwargs, journal, token, started)
-            with tenant_scope(run.tenant_id), correlation_scope(run.correlation_id):
+            with job_scope(name, run.tenant_id), correlation_scope(run.correlation_id):
                 job_started.send(sender=handle, run=run)
                 logger.info("jobs.attempt.started", extra=job_fields(job))
                 if self.deadline_settler is not None:
                     deadlines.on_expiry = lambda what: self._settle_at_deadline(
-                        ending, before_settle
+                        ending, before_settle, on_overrun
                     )
                 timer = (
                     deadlines.arm(definition.timeout, ATTEMPT)
@@ -181,14 +206,26 @@ class Executor:
                 except BaseException as exc:
                     if isinstance(exc, self.reraise):
                         raise
+                    # Any crash records its real error (B4, W9): a RecursionError, a
+                    # MemoryError, even a body's sys.exit(); never a lapsed lease.
                     ending.error = exc
                 finally:
+                    ending.body_ended.set()
                     if timer is not None:
                         timer.cancel()
                 return self._settle(ending)
         finally:
             if self.manage_connections:
                 close_old_connections()
+
+    def crashed(
+        self, job: ClaimedJob, token: CancelToken, error: BaseException, started: float
+    ) -> Attempt:
+        """Record an attempt whose running broke outside the body (a signal receiver,
+        a decode, a write that raised): its real error settles the row now, so it never
+        waits out its lease to end as LEASE_LAPSED_FINAL_ATTEMPT (B4)."""
+        handle = self.jobs.get(job["name"]) if job["name"] in self.jobs else None
+        return self._failed(job, handle, None, error, token, started)
 
     def _settle(self, ending: _Ending) -> Attempt:
         """Write the one outcome of the attempt (W9), unless its deadline did."""
@@ -263,7 +300,10 @@ class Executor:
         )
 
     def _settle_at_deadline(
-        self, ending: _Ending, before_settle: Callable[[], None] | None
+        self,
+        ending: _Ending,
+        before_settle: Callable[[], None] | None,
+        on_overrun: Callable[[], None] | None = None,
     ) -> None:
         """S6, in a worker: fail the attempt now; the body may go on, fenced out."""
         deadlines = ending.journal.deadlines
@@ -290,6 +330,10 @@ class Executor:
             if close is not None:
                 close()
             deadlines.settled_by_deadline.set()
+        # The attempt is settled; the body was told to stop. One that is still running
+        # after the grace ignores its token and holds its thread (lost capacity).
+        if not ending.body_ended.wait(OVERRUN_GRACE):
+            self._overrun(ending, on_overrun)
 
     def _timeout_error(self, ending: _Ending) -> JobTimeout:
         definition: JobDefinition = ending.handle.definition
@@ -303,6 +347,23 @@ class Executor:
         error = JobTimeout(f"{definition.name}: {message}")
         error.__cause__ = ending.error
         return error
+
+    def _overrun(self, ending: _Ending, on_overrun: Callable[[], None] | None) -> None:
+        """S6: the deadline passed with the body still running. Nothing can stop a
+        thread: it stays busy until the body looks at its token or returns. Logged,
+        counted (``ultimate_jobs_bodies_abandoned_total``) and reported (the worker's
+        registry row and readiness) as lost capacity."""
+        logger.error(
+            "jobs.timeout.overrun",
+            extra={
+                **job_fields(ending.job),
+                "deadline": ending.journal.deadlines.expired,
+                "ran_for": round(time.monotonic() - ending.started, 3),
+            },
+        )
+        metrics.body_abandoned(ending.job["queue"], ending.job["name"], jobs=self.jobs)
+        if on_overrun is not None:
+            on_overrun()
 
     def _abandoned(self, ending: _Ending) -> None:
         """S6: the body ignored its cancelled token and finished anyway."""
@@ -377,10 +438,13 @@ class Executor:
         progress: str | None = None,
     ) -> Attempt:
         settler = settler or self.settler
+        secrets = _secrets(handle, kwargs)
         if token.is_set() and token.reason == DRAINING:
             # W6: the body stopped because of the drain; the attempt is not counted.
             landed = settler.release(job, uncount=True)
-            return self._report(job, Outcome.INTERRUPTED, landed, started, token, exc)
+            return self._report(
+                job, Outcome.INTERRUPTED, landed, started, token, exc, secrets=secrets
+            )
         if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
             # The row is no longer ours: any write would be fenced out; say so and stop.
             logger.warning(
@@ -408,9 +472,16 @@ class Executor:
                 else ("failed", Outcome.DROPPED)
             )
             landed = settler.bury(
-                job, state=state, error=exc, stop_reason=stop, progress=progress
+                job,
+                state=state,
+                error=exc,
+                stop_reason=stop,
+                progress=progress,
+                last_error=scrub_text(format_error(exc), secrets),
             )
-            attempt = self._report(job, outcome, landed, started, token, exc, stop=stop)
+            attempt = self._report(
+                job, outcome, landed, started, token, exc, stop=stop, secrets=secrets
+            )
             if landed and handle is not None:
                 self._announce(handle, job, kwargs, outcome, error=exc)
             return attempt
@@ -419,7 +490,9 @@ class Executor:
             delay = retry.stated(verdict) if retry is not None else verdict
         else:
             delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
-        run_at = settler.retry(job, delay, exc, progress)
+        run_at = settler.retry(
+            job, delay, exc, progress, last_error=scrub_text(format_error(exc), secrets)
+        )
         return self._report(
             job,
             Outcome.RETRIED,
@@ -429,6 +502,7 @@ class Executor:
             exc,
             run_at=run_at,
             due_in=delay,
+            secrets=secrets,
         )
 
     def _report(
@@ -444,6 +518,7 @@ class Executor:
         run_at: Any = None,
         due_in: float | None = None,
         duration: float | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> Attempt:
         if duration is None:
             duration = time.monotonic() - started
@@ -455,7 +530,9 @@ class Executor:
             "duration": round(duration, 6),
         }
         if error is not None:
-            fields["error"] = f"{type(error).__name__}: {error}"[:500]
+            fields["error"] = scrub_text(f"{type(error).__name__}: {error}", secrets)[
+                :500
+            ]
             fields["error_code"] = error_code(error)
         if stop is not None:
             fields["stop"] = stop
@@ -498,10 +575,21 @@ class _Ending:
     result: Any = None
     error: BaseException | None = None
     suspension: RunSuspended | None = None
+    body_ended: threading.Event = field(default_factory=threading.Event)
 
     @property
     def returned(self) -> bool:
         return self.error is None and self.suspension is None
+
+
+def _secrets(
+    handle: JobHandle | None, kwargs: dict[str, Any] | None
+) -> tuple[str, ...]:
+    """The input's redacted values, kept out of the stored error and the logs (B5)."""
+    if handle is None or kwargs is None:
+        return ()
+    redaction = cached_redaction(handle.definition.redact, get_settings().REDACT)
+    return tuple(redaction.secrets(kwargs))
 
 
 def _heard(handle: JobHandle, job: ClaimedJob) -> bool:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ultimate_jobs.declaration.context import tenant_scope
+from ultimate_jobs.declaration.context import job_scope
 from ultimate_jobs.runtime.settle import error_code
 from ultimate_jobs.signals import job_settled
 from ultimate_jobs.sql.rows import ClaimedJob
@@ -103,7 +103,7 @@ def announce(
         else (error_code(error) if error is not None else None),
     )
     hook = handle.definition.on_settled
-    with tenant_scope(job["tenant_id"]):
+    with job_scope(job["name"], job["tenant_id"]):
         if hook is not None:
             for attempt in range(1, ON_SETTLED_ATTEMPTS + 1):
                 try:

@@ -29,6 +29,11 @@ Delivery guarantees, precisely:
   publishing, and its late mark cannot retire a row nobody published yet.
 * What the lease does not stop: a re-publish after an operator REMOVED the job row
   (the id is free again), and a lapsed job lease re-delivering a running job.
+* A row the relay cannot read (B4: a timestamp past year 9999 written by hand) never
+  stops it: the claim answers the rows around it, and the pass retires that one
+  unpublished (``outbox_set_aside``: ``published_at`` with the reason in ``error``),
+  logs ``jobs.outbox.unreadable`` with its id and counts it in
+  ``ultimate_jobs_rows_unreadable_total{table="outbox"}``.
 
 The loop: after a pass that found rows the next pass runs at once; an empty pass waits
 ``RELAY_INTERVAL`` (200 ms), doubling while idle up to ``IDLE_POLL_MAX`` (or six
@@ -57,8 +62,10 @@ from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.enqueue.rows import Row as JobRow
 from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
+from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import (
     OUTBOX_CLAIM,
     OUTBOX_MARK_PUBLISHED,
@@ -83,6 +90,7 @@ class RelayPass:
     published: int = 0  # rows it marked published
     inserted: int = 0  # job rows the publish created (the rest were deduped)
     released: int = 0  # rows handed back after a failed publish
+    set_aside: int = 0  # rows retired unpublished: Python cannot read them (B4)
 
 
 def job_row(row: Row) -> JobRow:
@@ -213,8 +221,9 @@ class Relay:
             raise RuntimeError("Relay.run_once needs a database (db=...)")
         token = f"{self.relay_id}/{uuid.uuid4().hex[:12]}"
         rows = self.claim(db, token)
+        set_aside = self.set_aside(db, token)
         if not rows:
-            return RelayPass()
+            return RelayPass(claimed=set_aside, set_aside=set_aside)
         if self.lifecycle.abandoning.is_set():
             released = self.release(db, rows, token)
             return RelayPass(claimed=len(rows), released=released)
@@ -266,7 +275,12 @@ class Relay:
                 "published": published,
             },
         )
-        return RelayPass(claimed=len(rows), published=published, inserted=inserted)
+        return RelayPass(
+            claimed=len(rows) + set_aside,
+            published=published,
+            inserted=inserted,
+            set_aside=set_aside,
+        )
 
     def claim(self, db: Database, token: str) -> list[StagedJob]:
         """Take the next batch under the pass's token; rows in publish order."""
@@ -277,6 +291,32 @@ class Relay:
             claimed_by=token,
             now=self.now(),
         )
+
+    def set_aside(self, db: Database, token: str) -> int:
+        """Retire the rows the last claim could not read, unpublished (B4)."""
+        unreadable = list(getattr(db, "unreadable", ()))
+        if not unreadable:
+            return 0
+        ids = [row.id for row in unreadable]
+        errors = [f"X_ROW_UNREADABLE: {row.error}" for row in unreadable]
+        retired = db.run(
+            QUERIES["outbox_set_aside"],
+            ids=ids,
+            errors=errors,
+            claimed_by=token,
+            now=self.now(),
+        )
+        metrics.row_unreadable("outbox", len(unreadable))
+        logger.error(
+            "jobs.outbox.unreadable",
+            extra={
+                "relay_id": self.relay_id,
+                "ids": ids[:20],
+                "retired": len(retired),
+                "error": errors[0][:300],
+            },
+        )
+        return len(unreadable)
 
     def mark_published(self, db: Database, rows: list[StagedJob], token: str) -> int:
         """Stamp published_at on the rows this pass still owns; answer how many."""

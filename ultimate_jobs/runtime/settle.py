@@ -36,8 +36,14 @@ MAX_ERROR_CHARS = 4096
 def format_error(error: BaseException) -> str:
     """The stored last error: class, message and traceback, bounded to a few KB (R4)."""
     kind = type(error)
-    head = f"{kind.__module__}.{kind.__qualname__}: {error}"
-    trace = "".join(traceback.format_exception(error))
+    try:
+        head = f"{kind.__module__}.{kind.__qualname__}: {error}"
+    except Exception:  # an error whose str() fails is still named by its class
+        head = f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        trace = "".join(traceback.format_exception(error))
+    except Exception:  # even a MemoryError or a RecursionError is recorded (B4)
+        trace = "(the traceback could not be formatted)"
     text = f"{head}\n\n{trace}"
     if len(text) <= MAX_ERROR_CHARS:
         return text
@@ -113,13 +119,15 @@ class Settler:
         delay: float,
         error: BaseException,
         progress: str | None = None,
+        *,
+        last_error: str | None = None,
     ) -> datetime | None:
         rows = self.write(
             JOB_RETRY,
             id=job["id"],
             lease_owner=job["lease_owner"],
             delay=delay,
-            last_error=format_error(error),
+            last_error=last_error if last_error is not None else format_error(error),
             error_code=error_code(error),
             progress=progress,
         )

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.exceptions import QueryError
@@ -51,6 +52,7 @@ from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.timers import WakeTimer
+from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
@@ -59,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
+MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
 
 
 @dataclass(eq=False)
@@ -70,6 +73,9 @@ class Held:
     # When the last renewal landed (monotonic clock).
     renewed_at: float = field(default_factory=time.monotonic)
     settling: bool = False  # the body ended; its outcome is being written
+    # Failed at its deadline while the body runs on, ignoring its token (S6): its
+    # handler thread is lost capacity until the body returns.
+    overrun: bool = False
 
 
 @dataclass
@@ -108,8 +114,14 @@ class Worker:
             queues or self.settings.QUEUES or jobs.queues() or ["default"]
         )
         self.concurrency = concurrency or self.settings.CONCURRENCY
+        if worker_id is not None:
+            # B4: an id past the column would start a worker whose every claim fails.
+            check_text(
+                worker_id, field="worker_id", max_length=MAX_WORKER_ID, empty=False
+            )
         self.worker_id = worker_id or (
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+            f"{socket.gethostname()[: MAX_WORKER_ID - 20]}:{os.getpid()}:"
+            f"{uuid.uuid4().hex[:6]}"
         )
         self.stats = WorkerStats()
         self.budget = Budget(limits)  # per-process budgets (L3); fleet caps are in SQL
@@ -119,6 +131,7 @@ class Worker:
         self._idle_changed = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._finished = threading.Event()  # every thread may exit
+        self._wake_heartbeat = threading.Event()  # beat now (set with _finished too)
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
@@ -156,6 +169,7 @@ class Worker:
             self._acks.close(timeout=self.settings.LEASE)
             acks_db.close()
             self._finished.set()
+            self._wake_heartbeat.set()
             self._timer.stop()
             for _ in range(self.concurrency):
                 self._work.put(None)
@@ -254,17 +268,20 @@ class Worker:
         with self._lock:
             held = self._held_rows()
         started = time.monotonic()
+        dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
         rows = db.run(
             JOB_CLAIM,
             queues=self.queues,
             limit=limit,
             worker_id=self.worker_id,
             lease_seconds=self.settings.LEASE,
-            dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
+            dropped=dropped,
             now=None,
             **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
         )
         metrics.claim_finished(time.monotonic() - started)
+        if db.unreadable:  # B4: rows Python cannot read are settled, never retried
+            bury_unreadable(Settler(db), db.unreadable, dropped=dropped)
         claimed = 0
         for row in rows:
             if row["buried"]:
@@ -337,23 +354,26 @@ class Worker:
             with self._lock:
                 entry.settling = True
 
+        started = time.monotonic()
+
+        def overrun() -> None:
+            with self._lock:
+                entry.overrun = True
+            self._wake_heartbeat.set()  # report the lost slot now, not a beat later
+
         try:
-            attempt = executor.execute(entry.row, entry.token, before_settle=settling)
+            attempt = executor.execute(
+                entry.row, entry.token, before_settle=settling, on_overrun=overrun
+            )
             if attempt.due_in is not None and attempt.landed:
                 self._timer.wake_in(attempt.due_in)
             outcome = str(attempt.outcome)
             self.stats.outcomes[outcome] = self.stats.outcomes.get(outcome, 0) + 1
-        except BaseException:
+        except BaseException as exc:
             # Nothing may end a handler thread but the worker's own stop (W9): its slot
             # would be lost for good. Signals only ever reach the main thread, so a
             # BaseException here came from code that ran in this thread.
-            logger.exception(
-                "jobs.attempt.crashed",
-                extra={
-                    "job_id": str(entry.row["id"]),
-                    "correlation_id": entry.row["correlation_id"],
-                },
-            )
+            self._crashed(executor, entry, exc, started)
         finally:
             with self._lock:
                 self._held.pop(entry.row["id"], None)
@@ -364,6 +384,30 @@ class Worker:
             if self._saturated or capped or self.lifecycle.stopping.is_set():
                 self._wake.set()
 
+    def _crashed(
+        self, executor: Executor, entry: Held, error: BaseException, started: float
+    ) -> None:
+        """The attempt broke outside its body. Unless the database is the trouble (the
+        lease then hands the row to the next claim), the real error settles it now."""
+        logger.error(
+            "jobs.attempt.crashed",
+            extra={
+                "job_id": str(entry.row["id"]),
+                "job_name": entry.row["name"],
+                "error": type(error).__name__,
+                "correlation_id": entry.row["correlation_id"],
+            },
+        )
+        if isinstance(error, QueryError):
+            return
+        try:
+            executor.crashed(entry.row, entry.token, error, started)
+        except Exception as exc:
+            logger.error(
+                "jobs.attempt.crash-unrecorded",
+                extra={"job_id": str(entry.row["id"]), "error": type(exc).__name__},
+            )
+
     # -- heartbeat ---------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
@@ -371,7 +415,8 @@ class Worker:
         try:
             while not self._finished.is_set():
                 self.beat(db)
-                self._finished.wait(self.settings.heartbeat_seconds)
+                self._wake_heartbeat.wait(self.settings.heartbeat_seconds)
+                self._wake_heartbeat.clear()
         finally:
             db.close()
 
@@ -461,7 +506,13 @@ class Worker:
                 },
             )
 
+    def overrun_ids(self) -> list[uuid.UUID]:
+        """The jobs whose bodies ran past their deadline and still hold a thread."""
+        with self._lock:
+            return [job_id for job_id, entry in self._held.items() if entry.overrun]
+
     def _register(self, db: DirectDatabase) -> None:
+        overrun = self.overrun_ids()
         try:
             db.run(
                 QUERIES["worker_beat"],
@@ -472,6 +523,8 @@ class Worker:
                 queues=self.queues,
                 slots=self.concurrency,
                 in_flight=self.held_ids()[:100],
+                abandoned=len(overrun),
+                abandoned_jobs=overrun[:100],
                 lease_seconds=self.settings.LEASE,
                 now=None,
             )

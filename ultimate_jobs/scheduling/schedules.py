@@ -27,11 +27,13 @@ from django.dispatch import receiver
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.declaration.bounds import check_text, text_problem
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import build_rows
 from ultimate_jobs.exceptions import (
+    InvalidArgument,
     InvalidCron,
     InvalidTimezone,
     JobsError,
@@ -64,13 +66,32 @@ def _db() -> DjangoDatabase:
 def _problems(schedule: Schedule) -> list[tuple[str, JobsError]]:
     """Every problem of a schedule row, with the model field it belongs to."""
     problems: list[tuple[str, JobsError]] = []
+    # B4: text PostgreSQL cannot hold, or longer than its column, is refused here,
+    # before the row is saved (a DataError would abort the caller's transaction).
+    for name, limit in (("job", 200), ("cron", 200), ("tz", 64), ("description", 255)):
+        value = getattr(schedule, name)
+        try:
+            check_text(
+                value, field=name, max_length=limit, error=TaskDeclarationInvalid
+            )
+        except TaskDeclarationInvalid as exc:
+            problems.append((name, exc))
+    if problems:
+        return problems
     key = schedule.key
-    if not isinstance(key, str) or not key or len(key) > 200:
+    if (
+        not isinstance(key, str)
+        or not key
+        or len(key) > 200
+        or text_problem(key) is not None
+    ):
         problems.append(
             (
                 "key",
                 TaskDeclarationInvalid(
-                    "schedule_key", key, "a non-empty string of at most 200 characters"
+                    "schedule_key",
+                    key,
+                    "a non-empty string of at most 200 characters, without NUL",
                 ),
             )
         )
@@ -198,6 +219,9 @@ def unrecur(schedule_key: str) -> bool:
     """Remove a runtime schedule and its watermark; answers whether it existed."""
     from ultimate_jobs.models import Schedule
 
+    check_text(
+        schedule_key, field="schedule_key", max_length=200, error=InvalidArgument
+    )
     alias = get_settings().DATABASE
     found = False
     with transaction.atomic(using=alias):
@@ -257,7 +281,7 @@ def pause_task(task: TaskHandle | str, *, by: str = "") -> bool:
         key=target.key,
         kind=target.kind,
         name=target.name,
-        paused_by=str(by)[:255],
+        paused_by=check_text(str(by)[:255], field="by", max_length=255),
         now=None,
     )
     return bool(rows)

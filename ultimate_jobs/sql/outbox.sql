@@ -154,3 +154,18 @@ UPDATE ultimate_jobs_outbox AS outbox
    AND outbox.claimed_by = %(claimed_by)s::text
    AND outbox.published_at IS NULL
 RETURNING outbox.id;
+
+-- name: outbox_set_aside :many
+-- Retire rows this pass claimed but could not read (B4: a timestamp past year 9999, an
+-- integer of thousands of digits, written by hand or by an older version): stamped
+-- published_at, unpublished, with why in `error`, so they no longer stop the relay
+-- and no longer hold back the later rows of their transaction (O3). Fenced on
+-- claimed_by like the mark. Answers the ids it retired.
+UPDATE ultimate_jobs_outbox AS outbox
+   SET published_at = coalesce(%(now)s::timestamptz, now()),
+       error = left(given.error, 1000)
+  FROM unnest(%(ids)s::uuid[], %(errors)s::text[]) AS given(id, error)
+ WHERE outbox.id = given.id
+   AND outbox.claimed_by = %(claimed_by)s::text
+   AND outbox.published_at IS NULL
+RETURNING outbox.id;

@@ -37,9 +37,10 @@ SELECT job.queue,
 
 -- name: worker_live :many
 -- The live workers of the registry (W8): rows whose expiry has not passed, with the
--- queues each serves and its last heartbeat. A worker that stopped cleanly deleted its
--- row; one that died stops counting one lease after its last heartbeat.
-SELECT worker.id, worker.queues, worker.heartbeat_at
+-- queues each serves, its last heartbeat, its slots and how many of them bodies past
+-- their timeout still hold. A worker that stopped cleanly deleted its row; one that
+-- died stops counting one lease after its last heartbeat.
+SELECT worker.id, worker.queues, worker.heartbeat_at, worker.slots, worker.abandoned
   FROM ultimate_jobs_worker AS worker
  WHERE worker.expires_at > coalesce(%(now)s::timestamptz, now())
  ORDER BY worker.id;

@@ -1,16 +1,18 @@
 -- Statements on ultimate_jobs_worker: the live-worker registry (W8).
 
 -- name: worker_beat :exec
--- Upsert this worker's row (host, pid, queues, slots, at most 100 in-flight job ids)
--- and push its expiry one lease ahead; rows whose expiry passed are deleted on the
--- way, so the registry lists live workers only.
+-- Upsert this worker's row (host, pid, queues, slots, at most 100 in-flight job ids,
+-- and the slots lost to bodies running past their timeout with their job ids) and
+-- push its expiry one lease ahead; rows whose expiry passed are deleted on the way,
+-- so the registry lists live workers only.
 WITH expired AS (
     DELETE FROM ultimate_jobs_worker AS worker
      WHERE worker.expires_at < coalesce(%(now)s::timestamptz, now())
        AND worker.id <> %(id)s::text
 )
 INSERT INTO ultimate_jobs_worker (
-    id, host, pid, started_at, queues, slots, in_flight, heartbeat_at, expires_at
+    id, host, pid, started_at, queues, slots, in_flight, abandoned, abandoned_jobs,
+    heartbeat_at, expires_at
 )
 VALUES (
     %(id)s::text,
@@ -20,6 +22,8 @@ VALUES (
     to_jsonb(%(queues)s::text[]),
     %(slots)s::integer,
     to_jsonb((%(in_flight)s::uuid[])[1:100]),
+    %(abandoned)s::integer,
+    to_jsonb((%(abandoned_jobs)s::uuid[])[1:100]),
     coalesce(%(now)s::timestamptz, now()),
     coalesce(%(now)s::timestamptz, now())
         + make_interval(secs => %(lease_seconds)s::double precision)
@@ -28,6 +32,8 @@ VALUES (
    SET queues = excluded.queues,
        slots = excluded.slots,
        in_flight = excluded.in_flight,
+       abandoned = excluded.abandoned,
+       abandoned_jobs = excluded.abandoned_jobs,
        heartbeat_at = excluded.heartbeat_at,
        expires_at = excluded.expires_at;
 

@@ -35,6 +35,7 @@ from ultimate_jobs.runtime.executor import Executor
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.sql.rows import JOB_CLAIM, ClaimedJob
 
@@ -148,16 +149,24 @@ class JobsTestRunner:
 
     def _claim(self, queues: list[str]) -> ClaimedJob | None:
         while True:
+            dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
             rows = self.db.run(
                 JOB_CLAIM,
                 queues=queues,
                 limit=1,
                 worker_id="testing",
                 lease_seconds=get_settings().LEASE,
-                dropped=[h.name for h in self.jobs if not h.definition.dead_letter],
+                dropped=dropped,
                 now=self.clock.now(),
                 **claim_parameters(self.jobs),  # fleet caps (L1, L2)
             )
+            if self.db.unreadable:  # B4: as a worker does
+                bury_unreadable(
+                    Settler(self.db, now=self.clock.now),
+                    self.db.unreadable,
+                    dropped=dropped,
+                )
+                continue
             if not rows:
                 return None
             row = rows[0]

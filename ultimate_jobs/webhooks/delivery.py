@@ -22,32 +22,31 @@ One attempt, in order: the tenant the input names must be the run's; the endpoin
 event are read (every attempt, never in a step: the endpoint carries the secret and a
 step's output is stored); the endpoint's own ``disabled`` and the ledger's
 ``is_disabled`` are asked; a drain that began stops a request not yet sent; the POST
-goes out signed at the send time, redirects NOT followed (following one would re-POST a
-body signed for one host to whatever host the receiver named); the attempt is recorded
-in the ledger; then the outcome: done on 2xx; else ``RetryAfter`` when the receiver named
+goes out signed at the send time, to an address checked to be public (B6, transport.py:
+resolved once, connected to as checked, ``WEBHOOK_ALLOWED_NETWORKS`` for exceptions),
+redirects NOT followed (following one would re-POST a body signed for one host to
+whatever host the receiver named); the attempt is recorded in the ledger, its error
+with the URL's credentials and query values masked; then the outcome: done on 2xx; else ``RetryAfter`` when the receiver named
 a time (clamped by the retry's ``max_delay``), or ``WebhookDeliveryFailed`` (backoff);
 ``disable_after`` consecutive failures disable the endpoint and dead-letter the delivery
 (``WebhookEndpointDisabled``), and only a person re-enables it (``ledger.enable``).
 
-HTTP is the standard library's ``urllib.request``: one POST with a socket timeout
-needs no dependency.
+HTTP is the standard library's ``http.client``: one POST with a socket timeout to a
+pinned address needs no dependency. A refused address is ``WebhookAddressRefused``
+(terminal: no request is made).
 """
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import logging
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenant
 from ultimate_jobs.declaration.durations import Duration, parse_duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
@@ -60,6 +59,7 @@ from ultimate_jobs.exceptions import (
     JobDeclarationInvalid,
     JobTenantMismatch,
     RetryAfter,
+    WebhookAddressRefused,
     WebhookDeliveryFailed,
     WebhookEndpointDisabled,
     WebhookInvalid,
@@ -71,13 +71,17 @@ from ultimate_jobs.webhooks.signature import (
     check_label,
     signature_headers,
 )
+from ultimate_jobs.webhooks.transport import allowed_networks, post
+from ultimate_jobs.webhooks.transport import (
+    retry_after_seconds as retry_after_seconds,  # where callers have always found it
+)
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "ultimate-jobs-webhook/1"
 DEFAULT_RETRY = Retry(attempts=10, backoff="exponential", delay="30s", max_delay="6h")
 DEADLINE_MARGIN = 5.0  # seconds the attempt's deadline adds to the request timeout
-MAX_ERROR_CHARS = 300
+MAX_ID_LENGTH = 200  # the ledger's endpoint_id and event_id columns
 PARAMETERS: dict[str, Any] = {
     "endpoint_id": str,
     "event_id": str,
@@ -112,73 +116,6 @@ class WebhookEvent:
     topic: str
     body: str | bytes
     content_type: str = "application/json"
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int | None
-    retry_after: float | None = None
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A 3xx is the receiver's answer, not an instruction: it fails the attempt."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects())
-
-
-def retry_after_seconds(value: str | None, *, date: str | None = None) -> float | None:
-    """Seconds a ``Retry-After`` value asks for: delta-seconds, or an HTTP-date against
-    the response's own ``Date`` (else the local clock). 0, a past date or an unreadable
-    value states nothing (None)."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        seconds = float(int(value))
-        return seconds if seconds > 0 else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-        base = email.utils.parsedate_to_datetime(date) if date else datetime.now(UTC)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None or base.tzinfo is None:
-        return None
-    seconds = (when - base).total_seconds()
-    return seconds if seconds > 0 else None
-
-
-def _describe(error: BaseException, url: str) -> str:
-    text = f"{type(error).__name__}: {error}".replace(url, "<endpoint url>")
-    return text[:MAX_ERROR_CHARS]
-
-
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> _Answer:
-    """POST once, following no redirect; a failure is an answer, never an exception."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - the scheme is checked: http or https
-    try:
-        with _opener.open(request, timeout=timeout) as response:
-            return _Answer(response.status)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return _Answer(
-                exc.code,
-                retry_after_seconds(
-                    exc.headers.get("Retry-After"), date=exc.headers.get("Date")
-                ),
-                f"HTTP {exc.code} {exc.reason}"[:MAX_ERROR_CHARS],
-            )
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        # URLError (refused, DNS), timeouts and broken answers are OSError/HTTPException.
-        return _Answer(None, error=_describe(exc, url))
 
 
 class Delivery:
@@ -218,7 +155,8 @@ class Delivery:
         run.cancel_token.raise_if_cancelled()
         headers = self._headers(target, fact, body)
         started = time.monotonic()
-        answer = post(target.url, body, headers, self.timeout)
+        allowed = allowed_networks(get_settings().WEBHOOK_ALLOWED_NETWORKS)
+        answer = post(target.url, body, headers, self.timeout, allowed=allowed)
         duration = time.monotonic() - started
         failures = self.ledger.record(
             DeliveryAttempt(
@@ -251,6 +189,13 @@ class Delivery:
             "jobs.webhook.failed",
             extra={**fields, "error": answer.error, "consecutive_failures": failures},
         )
+        if answer.refused:  # B6: no request was made, and none will be to that address
+            raise WebhookAddressRefused(
+                "endpoint.url",
+                f"<the URL of endpoint {target.id}>",
+                answer.error,
+                job=self.name,
+            )
         if failures >= self.disable_after:
             reason = f"{failures} consecutive failures, the last: {answer.error}"
             self.ledger.disable(target.id, reason[:500])
@@ -338,15 +283,27 @@ class Delivery:
         return headers
 
 
+def delivery_key(endpoint_id: str, event_id: str) -> str:
+    """The idempotency key of one delivery: the endpoint id is length-prefixed, so no
+    two (endpoint_id, event_id) pairs share a key (``org:1`` + ``7`` and ``org`` +
+    ``1:7`` used to be the same job, and one delivery was dropped)."""
+    return f"webhook:{len(endpoint_id)}:{endpoint_id}:{event_id}"
+
+
 def _delivery_key(job: str) -> Callable[[dict[str, Any]], str]:
-    """One live delivery per (endpoint_id, event_id); an empty id is refused."""
+    """One live delivery per (endpoint_id, event_id); an empty id, or one longer than
+    the ledger's column, is refused."""
 
     def key(p: dict[str, Any]) -> str:
         for field_name in ("endpoint_id", "event_id"):
             value = p.get(field_name)
             if not isinstance(value, str) or not value.strip():
                 raise InvalidJobPayload(job, field_name, value, "a non-empty string")
-        return f"webhook:{p['endpoint_id']}:{p['event_id']}"
+            if len(value) > MAX_ID_LENGTH:
+                raise InvalidJobPayload(
+                    job, field_name, value, f"at most {MAX_ID_LENGTH} characters"
+                )
+        return delivery_key(p["endpoint_id"], p["event_id"])
 
     return key
 

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.sql import QUERIES
 
@@ -81,7 +82,7 @@ def _check_person(by: object) -> str:
         raise InvalidArgument(
             "by", by, "who re-enables the endpoint (a user name): only a person does"
         )
-    return by
+    return check_text(by, field="by", max_length=255)
 
 
 class DatabaseWebhookLedger:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from typing import Any
 
@@ -44,6 +45,26 @@ def _json(parser: CommandParser) -> None:
     )
 
 
+def add_actor_argument(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--actor",
+        help="who is doing this, recorded with the job (default: the OS user)",
+    )
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (a bare container)
+        return "unknown"
+
+
+def actor_of(options: dict[str, Any]) -> api.Operator:
+    """The operator of a command-line verb: ``--actor``, else the OS user (P2)."""
+    name = options.get("actor") or os_user()
+    return api.operator_of(api.Operator(name, name, "cli"))
+
+
 class Command(BaseCommand):
     help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters."
 
@@ -76,6 +97,8 @@ class Command(BaseCommand):
             sub = verbs.add_parser(verb, help=text)
             sub.add_argument("id", help="the job's id (a UUID)")
             _json(sub)
+            if verb != "show":
+                add_actor_argument(sub)
             if verb == "cancel":
                 _reason(sub)
         for verb in ("pause", "resume"):
@@ -93,6 +116,7 @@ class Command(BaseCommand):
         _filters(bulk, state_required=True)
         _reason(bulk)
         _json(bulk)
+        add_actor_argument(bulk)
         counted = verbs.add_parser("counters", help="per-job counts since a time (P5)")
         counted.add_argument("--since", default="1h", help="a duration: 1h, 1d, 7d")
         counted.add_argument("--name", help="one job's name (default: every job)")
@@ -135,20 +159,29 @@ class Command(BaseCommand):
         return api.get(options["id"])
 
     def do_retry(self, options: dict[str, Any]) -> dict[str, Any]:
-        run_id = api.retry(options["id"])
-        return {"id": options["id"], "run_id": str(run_id), "state": "ready"}
+        who = actor_of(options)
+        run_id = api.retry(options["id"], actor=who)
+        return {
+            "id": options["id"],
+            "run_id": str(run_id),
+            "state": "ready",
+            "actor": who.as_dict(),
+        }
 
     def do_cancel(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.cancel(options["id"], options["reason"])
-        return {"id": options["id"], "state": "cancelled"}
+        who = actor_of(options)
+        api.cancel(options["id"], options["reason"], actor=who)
+        return {"id": options["id"], "state": "cancelled", "actor": who.as_dict()}
 
     def do_remove(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.remove(options["id"])
-        return {"id": options["id"], "removed": True}
+        who = actor_of(options)
+        api.remove(options["id"], actor=who)
+        return {"id": options["id"], "removed": True, "actor": who.as_dict()}
 
     def do_promote(self, options: dict[str, Any]) -> dict[str, Any]:
-        api.promote(options["id"])
-        return {"id": options["id"], "state": "ready"}
+        who = actor_of(options)
+        api.promote(options["id"], actor=who)
+        return {"id": options["id"], "state": "ready", "actor": who.as_dict()}
 
     def do_pause(self, options: dict[str, Any]) -> dict[str, Any]:
         was_running = api.pause_queue(options["queue"], by="manage.py jobs")
@@ -170,6 +203,7 @@ class Command(BaseCommand):
             name=options["name"],
             tenant_id=options["tenant"],
             reason=options["reason"],
+            actor=actor_of(options),
         )
 
     def do_counters(self, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -190,6 +224,8 @@ class Command(BaseCommand):
                     f"{job['id']}  {job['state']:<9} {job['attempt']}/{job['max_attempts']}  "
                     f"{job['queue']:<12} {job['name']}"
                 )
+            for row in result.get("unreadable", []):
+                self.stdout.write(f"{row['id']}  UNREADABLE  {row['error']}")
             if result["next"]:
                 self.stdout.write(f"next page: --after {result['next']}")
         elif verb == "stats":

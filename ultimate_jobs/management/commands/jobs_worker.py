@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
@@ -15,6 +16,7 @@ from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
 from ultimate_jobs.management.supervisor import supervise
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
+from ultimate_jobs.runtime.worker import MAX_WORKER_ID
 
 
 class Command(BaseCommand):
@@ -67,6 +69,13 @@ class Command(BaseCommand):
                 else None
             )
             limits = limits_from_options(options)
+            if options["worker_id"] is not None:
+                check_text(
+                    options["worker_id"],
+                    field="--worker-id",
+                    max_length=MAX_WORKER_ID,
+                    empty=False,
+                )
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
         names = [r.strip() for r in options["roles"].split(",") if r.strip()]
