@@ -64,6 +64,8 @@ class JobsSettings:
     OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
     PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
     PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
+    # Log records a body writes through run.logger kept per attempt (0: none kept).
+    RUN_LOG_MAX_ENTRIES: int = 200
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -106,6 +108,21 @@ def _positive_int(key: str, value: object) -> int:
         ) from None
     if number < 1:
         raise ConfigurationError(key, value, "expected a whole number of at least 1")
+    return number
+
+
+def _count(key: str, value: object) -> int:
+    """A whole number of at least 0 (0 turns the thing counted off)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigurationError(key, value, "expected a whole number of at least 0")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigurationError(
+            key, value, "expected a whole number of at least 0"
+        ) from None
+    if number < 0:
+        raise ConfigurationError(key, value, "expected a whole number of at least 0")
     return number
 
 
@@ -162,6 +179,8 @@ def _clean(key: str, value: object) -> Any:
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
     if key in {"CONCURRENCY", "PURGE_BATCH", "PURGE_MAX_BATCHES"}:
         return _positive_int(key, value)
+    if key == "RUN_LOG_MAX_ENTRIES":
+        return _count(key, value)
     if key == "QUEUES":
         return _queues(key, value)
     if key == "OUTBOX":

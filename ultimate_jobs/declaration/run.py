@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ultimate_jobs.declaration.runlog import RunLogBuffer, RunLogger
 from ultimate_jobs.exceptions import JobAborted
 
 if TYPE_CHECKING:
@@ -84,10 +85,12 @@ class Run:
     queue: str = "default"
     cancel_token: CancelToken = field(default_factory=CancelToken)
     journal: Journal | None = field(default=None, repr=False)
+    # The attempt's kept log lines (runlog.py); None: run.logger keeps nothing.
+    log_buffer: RunLogBuffer | None = field(default=None, repr=False)
     logger: logging.LoggerAdapter[logging.Logger] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.logger = logging.LoggerAdapter(
+        self.logger = RunLogger(
             logging.getLogger("ultimate_jobs.run"),
             {
                 "job_id": str(self.job_id),
@@ -97,6 +100,7 @@ class Run:
                 "tenant_id": self.tenant_id,
                 "correlation_id": self.correlation_id,
             },
+            self.log_buffer,
         )
 
     @property

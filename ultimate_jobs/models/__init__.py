@@ -29,6 +29,7 @@ from ultimate_jobs.models.jobs import (
     Worker,
 )
 from ultimate_jobs.models.outbox import OutboxMessage
+from ultimate_jobs.models.runlogs import DeclaredJob, RunLog
 from ultimate_jobs.models.scheduling import LeaderLease, Schedule, TaskWatermark
 from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 
@@ -39,6 +40,7 @@ __all__ = [
     "BackfillStatus",
     "CatchUp",
     "CounterTier",
+    "DeclaredJob",
     "Event",
     "Job",
     "JobCounter",
@@ -48,6 +50,7 @@ __all__ = [
     "Lease",
     "OutboxMessage",
     "QueuePause",
+    "RunLog",
     "Schedule",
     "StepKind",
     "StepStatus",

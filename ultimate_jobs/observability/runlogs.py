@@ -1,0 +1,93 @@
+"""Writing and reading the log lines an attempt kept (seed ``logMaxEntries``).
+
+The body's ``run.logger`` fills a bounded in-memory buffer (declaration/runlog.py);
+``write`` stores it in ONE statement (``run_log_write``) when the attempt ends, and only
+when it holds a line. The hot path pays nothing for an attempt that logs nothing and
+one INSERT for one that does, however many lines it wrote; a failed write is logged
+(``jobs.run-log.failed``) and never fails the attempt.
+
+Every line passes through ``redact_line`` before it is stored: the one place where log
+lines are redacted (the data-protection rules, B5, plug in there).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ultimate_jobs.db import Database
+from ultimate_jobs.declaration.runlog import RunLogBuffer, bounded
+from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.sql import QUERIES
+
+if TYPE_CHECKING:
+    from ultimate_jobs.declaration.definition import JobDefinition
+
+logger = logging.getLogger(__name__)
+
+
+def redact_line(message: str, *, definition: JobDefinition | None) -> str:
+    """The text of one kept log line as it may be stored and shown to operators.
+
+    The hook of the data-protection rules (B5): every line goes through here before
+    it is written, with the job's declaration (its ``redact=`` paths) at hand.
+    Today it answers the line unchanged.
+    """
+    return message
+
+
+def write(
+    db: Database,
+    *,
+    job_id: uuid.UUID,
+    run_id: uuid.UUID,
+    attempt: int,
+    buffer: RunLogBuffer | None,
+    definition: JobDefinition | None,
+    now: Any = None,
+) -> bool:
+    """Store an attempt's kept lines in one statement; answers whether it wrote."""
+    if buffer is None or (not len(buffer) and not buffer.dropped):
+        return False
+    entries = [
+        {
+            **line,
+            "message": bounded(redact_line(line["message"], definition=definition)),
+        }
+        for line in buffer.lines()
+    ]
+    try:
+        db.run(
+            QUERIES["run_log_write"],
+            job_id=job_id,
+            run_id=run_id,
+            attempt=attempt,
+            entries=json.dumps(entries, default=str),
+            dropped=buffer.dropped,
+            now=now,
+        )
+    except QueryError as exc:
+        logger.warning(
+            "jobs.run-log.failed",
+            extra={"job_id": str(job_id), "attempt": attempt, "error": str(exc)},
+        )
+        return False
+    return True
+
+
+def as_json(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """RunLog rows as ``jobs show --json`` answers them: one object per attempt that
+    logged, oldest first: ``{"run_id", "attempt", "dropped", "entries": [{"at",
+    "level", "message"}]}``."""
+    return [
+        {
+            "run_id": str(row.run_id),
+            "attempt": row.attempt,
+            "dropped": row.dropped,
+            "entries": list(row.entries or []),
+        }
+        for row in rows
+    ]
