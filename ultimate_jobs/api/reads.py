@@ -14,10 +14,13 @@ from typing import Any
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
+from ultimate_jobs.api.attribution import display_names
+from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
-from ultimate_jobs.models import Job, JobState, Worker
+from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
+from ultimate_jobs.models import Job, JobState, RunLog, Worker
+from ultimate_jobs.observability import runlogs
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -43,12 +46,48 @@ def find_job(job_id: uuid.UUID) -> Job:
 
 
 def get(job_id: object) -> dict[str, Any]:
-    """One job as the stable JSON of ``manage.py jobs show --json`` (P3)."""
-    return job_json(find_job(parse_job_id(job_id)))
+    """One job as the stable JSON of ``manage.py jobs show --json`` (P3), with what
+    only the detail shows: ``logs``, the lines each attempt kept (oldest first)."""
+    job = find_job(parse_job_id(job_id))
+    out = job_json(job)
+    out["logs"] = runlogs.as_json(
+        RunLog.objects.using(get_settings().DATABASE)
+        .filter(job_id=job.id)
+        .order_by("id")
+    )
+    return out
 
 
-def job_json(job: Job) -> dict[str, Any]:
-    """The documented JSON shape of a job (docs/operations.md)."""
+def backfill_json(row: ledger.LedgerRow | None) -> dict[str, Any] | None:
+    """The ledger row of the pass a backfill's job sweeps (F2), or None."""
+    if row is None:
+        return None
+    return {
+        "pass": row.id,
+        "name": row.name,
+        "status": row.status,
+        "batches": row.batches,
+        "rows": row.rows,
+        "checksum": row.checksum,
+        "in_flight": row.status in ("pending", "running"),
+    }
+
+
+def job_json(
+    job: Job,
+    *,
+    names: dict[str, str] | None = None,
+    passes: dict[uuid.UUID, ledger.LedgerRow] | None = None,
+) -> dict[str, Any]:
+    """The documented JSON shape of a job (docs/operations.md).
+
+    ``names`` (display names by ``enqueued_by``) and ``passes`` (backfill passes by job
+    id) are read here when not given; a page reads them once for all its jobs.
+    """
+    if names is None:
+        names = display_names([job.enqueued_by])
+    if passes is None:
+        passes = ledger.by_job([job.id])
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
@@ -75,7 +114,9 @@ def job_json(job: Job) -> dict[str, Any]:
         "progress": job.progress,
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
+        "enqueued_by_name": names.get(job.enqueued_by),
         "worker_id": job.worker_id,
+        "backfill": backfill_json(passes.get(job.id)),
         # The current stage's steps, oldest first (prefetch_related("steps") in lists).
         "steps": [
             {
@@ -101,37 +142,44 @@ def list_jobs(
     queue: str | None = None,
     name: str | None = None,
     tenant: str | None = None,
+    key: str | None = None,
     id_prefix: str | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
+    before: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """One page of jobs, newest first; ``next`` is the cursor of the following page."""
+    """One page of jobs, newest first (P3).
+
+    ``next`` is the cursor of the following (older) page, to pass as ``after``;
+    ``previous`` that of the page before it (newer), to pass as ``before``; each is
+    None when there is no such page. ``key`` is an idempotency key, ``created_from``
+    (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
+    most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
+    once are JobPageInvalid.
+    """
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
         or not 1 <= limit <= MAX_PAGE
     ):
-        raise InvalidArgument("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
-    if state is not None and state not in JobState.values:
-        raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
-    filters = Q()
-    if state is not None:
-        filters &= Q(state=state)
-    if queue is not None:
-        filters &= Q(queue=queue)
-    if name is not None:
-        filters &= Q(name=name)
-    if tenant is not None:
-        filters &= Q(tenant_id=tenant)
-    if created_from is not None:
-        filters &= Q(created_at__gte=created_from)
-    if created_to is not None:
-        filters &= Q(created_at__lt=created_to)
-    if after is not None:
-        filters &= Q(id__lt=_cursor(after))
-    rows = _jobs().filter(filters)
+        raise JobPageInvalid("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    if after is not None and before is not None:
+        raise JobPageInvalid(
+            "before", before, "give one cursor: after (older jobs) or before (newer)"
+        )
+    rows = _jobs().filter(
+        _filters(
+            state=state,
+            queue=queue,
+            name=name,
+            tenant_id=tenant,
+            idempotency_key=key,
+            created_from=created_from,
+            created_to=created_to,
+        )
+    )
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):
@@ -141,23 +189,78 @@ def list_jobs(
         rows = rows.annotate(id_text=Cast("id", TextField())).filter(
             id_text__startswith=prefix
         )
-    page = list(rows.order_by("-id")[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
+    page, older, newer = _page(rows, limit, after, before)
+    names = display_names(job.enqueued_by for job in page)
+    passes = ledger.by_job([job.id for job in page])
     return {
-        "jobs": [job_json(job) for job in page],
-        "next": str(page[-1].id) if more and page else None,
+        "jobs": [job_json(job, names=names, passes=passes) for job in page],
+        "next": str(page[-1].id) if older else None,
+        "previous": str(page[0].id) if newer else None,
     }
 
 
-def _cursor(value: str | uuid.UUID) -> uuid.UUID:
+def _filters(
+    *,
+    state: str | None,
+    created_from: datetime | None,
+    created_to: datetime | None,
+    **equal: str | None,
+) -> Q:
+    """The list's filters as one Q; a state or a bound that cannot match is refused."""
+    if state is not None and state not in JobState.values:
+        raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+    filters = Q(**{field: value for field, value in equal.items() if value is not None})
+    if state is not None:
+        filters &= Q(state=state)
+    for field, value, lookup in (
+        ("created_from", created_from, "created_at__gte"),
+        ("created_to", created_to, "created_at__lt"),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise InvalidArgument(field, value, "an aware datetime")
+        filters &= Q(**{lookup: value})
+    return filters
+
+
+def _page(
+    rows: QuerySet[Job],
+    limit: int,
+    after: str | uuid.UUID | None,
+    before: str | uuid.UUID | None,
+) -> tuple[list[Job], bool, bool]:
+    """A page newest first, whether older rows follow it and whether newer precede it."""
+    if before is not None:
+        # The page just newer than the cursor: read upwards, answer newest first.
+        upwards = rows.filter(id__gt=_cursor("before", before)).order_by("id")
+        page = list(upwards[: limit + 1])
+        newer = len(page) > limit
+        page = page[:limit][::-1]
+        older = bool(page) and rows.filter(id__lt=page[-1].id).exists()
+        return page, older, newer
+    if after is not None:
+        rows_after = rows.filter(id__lt=_cursor("after", after))
+    else:
+        rows_after = rows
+    page = list(rows_after.order_by("-id")[: limit + 1])
+    older = len(page) > limit
+    page = page[:limit]
+    newer = after is not None and bool(page) and rows.filter(id__gt=page[0].id).exists()
+    return page, older, newer
+
+
+def _cursor(field: str, value: str | uuid.UUID) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     try:
-        return uuid.UUID(value)
+        return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument(
-            "after", value, "a cursor is the id a previous page answered as next"
+        raise JobPageInvalid(
+            field,
+            value,
+            "a cursor is a job id a previous page answered as next (after) or "
+            "previous (before)",
         ) from None
 
 
