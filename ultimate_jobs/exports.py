@@ -27,7 +27,9 @@ The rules, and why:
   spreadsheets EVALUATE them, so a user-named record would be code running in the
   reviewer's spreadsheet. Strings only: a negative number stays a number;
 - the manifest COUNTS the parts and never lists them (``export_part_key`` rebuilds every
-  key), because a list is the one thing in the pass that would grow with the export.
+  key), because a list is the one thing in the pass that would grow with the export;
+- ``rate`` (rows per second, optional) paces a large export: the pause is spent inside
+  the page's step, so a replayed page re-pays none, and cancellation cuts it short.
 
 ``storage`` is a callable answering a ``Storage``, read for every write and never at
 import (the storage settings may not be ready then). The source is read in primary-key
