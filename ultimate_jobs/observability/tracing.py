@@ -55,8 +55,19 @@ def use_tracer_provider(provider: Any) -> Iterator[None]:
         _provider = before
 
 
+_global_tracer: Any = None
+
+
 def _tracer() -> Any:
-    return otel_trace.get_tracer(INSTRUMENTATION, tracer_provider=_provider)
+    """The tracer of the global provider, made once (an attempt asks for it every
+    time; until the application sets its provider it is a proxy that then follows
+    it), or one of the provider ``use_tracer_provider`` put in place."""
+    global _global_tracer  # made once per process
+    if _provider is not None:
+        return otel_trace.get_tracer(INSTRUMENTATION, tracer_provider=_provider)
+    if _global_tracer is None:
+        _global_tracer = otel_trace.get_tracer(INSTRUMENTATION)
+    return _global_tracer
 
 
 def is_traceparent(value: str) -> bool:
