@@ -151,3 +151,18 @@ def test_without_opentelemetry_nothing_is_traced_and_the_job_runs(
         traced.enqueue(key="absent")
     assert [a.outcome for a in jobs.run()] == ["completed"]
     assert [s.name for s in spans.get_finished_spans()] == ["request"]
+
+
+def test_with_the_api_but_no_provider_set_no_span_is_started(jobs):
+    """The API alone (no SDK, no provider: the API's proxy) costs an attempt no span,
+    and a job its body enqueues keeps the stored correlation id."""
+    job = {"correlation_id": "", "id": None, "name": "x", "queue": "q", "attempt": 1}
+    assert tracing.attempt_span(job) is tracing._UNTRACED  # type: ignore[arg-type]
+    assert tracing.step_span("fetch", "step") is tracing._UNTRACED
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    from ultimate_jobs import correlation_scope
+
+    with correlation_scope(traceparent):
+        traced.enqueue(key="no-sdk", child="no-sdk-child")
+    assert [a.outcome for a in jobs.run()] == ["completed", "completed"]
+    assert Job.objects.get(idempotency_key="no-sdk-child").correlation_id == traceparent

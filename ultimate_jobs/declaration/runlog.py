@@ -43,7 +43,8 @@ class RunLogBuffer:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(capacity, 0)
-        self._lines: deque[dict[str, Any]] = deque(maxlen=self.capacity or 1)
+        # Made at the first line: an attempt that logs nothing allocates nothing more.
+        self._lines: deque[dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self.dropped = 0
 
@@ -58,17 +59,19 @@ class RunLogBuffer:
             if self.capacity == 0:
                 self.dropped += 1
                 return
-            if len(self._lines) == self.capacity:
+            if self._lines is None:
+                self._lines = deque(maxlen=self.capacity)
+            elif len(self._lines) == self.capacity:
                 self.dropped += 1  # the deque lets the oldest go
             self._lines.append(line)
 
     def lines(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._lines)
+            return list(self._lines or ())
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._lines)
+        lines = self._lines
+        return 0 if lines is None else len(lines)
 
 
 def _text(msg: object, args: Any, exc_info: Any) -> str:

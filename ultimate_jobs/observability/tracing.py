@@ -9,9 +9,10 @@ Its attributes name the job (``job.id``, ``job.name``, ``job.queue``, ``job.atte
 records its exception and sets the status to ERROR. Each step that runs (not one
 replayed from storage) is a child span ``step <name>``.
 
-Without the package nothing here does anything (no import, no cost); with the API alone
-and no SDK configured, the API's no-op tracer answers non-recording spans. The spans
-come from the global tracer provider, which the application configures
+Without the package nothing here does anything (no import, no cost); with the API but
+no tracer provider set (or a no-op one) no span is started either, and the global
+provider is looked up at most once a second until one is set. The spans come from the
+global tracer provider, which the application configures
 (``opentelemetry.trace.set_tracer_provider``); ``use_tracer_provider`` replaces it for
 a block (tests).
 """
@@ -19,13 +20,21 @@ a block (tests).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 try:
     from opentelemetry import trace as otel_trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import (
+        NoOpTracerProvider,
+        ProxyTracerProvider,
+        SpanKind,
+        Status,
+        StatusCode,
+    )
     from opentelemetry.trace.propagation.tracecontext import (
         TraceContextTextMapPropagator,
     )
@@ -112,12 +121,69 @@ class AttemptSpan:
         )
 
 
-@contextlib.contextmanager
-def attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
-    """Run one attempt inside ``job <name>``, a child of the enqueuing span."""
+class _Untraced:
+    """The context of an attempt or step when nothing can record a span: no package,
+    or no tracer provider set (the API's proxy) or a no-op one. Costs nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> AttemptSpan:
+        return _NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = AttemptSpan()
+_UNTRACED = _Untraced()
+
+
+_global_recording = False  # the global provider is a real one (it is set only once)
+_global_checked_at = -math.inf
+
+
+def _may_record() -> bool:
+    """Whether a span could be recorded: a real tracer provider is in place.
+
+    Asked per attempt, so the global provider is looked up at most once a second
+    until the application has set one (from then on it stays set).
+    """
+    global _global_recording, _global_checked_at  # benign races: a bool, a time
     if otel_trace is None:
-        yield AttemptSpan()
-        return
+        return False
+    if _provider is not None:
+        return not isinstance(_provider, (ProxyTracerProvider, NoOpTracerProvider))
+    if _global_recording:
+        return True
+    now = time.monotonic()
+    if now - _global_checked_at < 1.0:
+        return False
+    _global_checked_at = now
+    provider = otel_trace.get_tracer_provider()
+    _global_recording = not isinstance(
+        provider, (ProxyTracerProvider, NoOpTracerProvider)
+    )
+    return _global_recording
+
+
+def attempt_span(job: ClaimedJob) -> contextlib.AbstractContextManager[AttemptSpan]:
+    """Run one attempt inside ``job <name>``, a child of the enqueuing span."""
+    if not _may_record():
+        return _UNTRACED
+    return _attempt_span(job)
+
+
+def step_span(name: str, kind: str) -> contextlib.AbstractContextManager[Any]:
+    """Run one step inside ``step <name>``, a child of the attempt's span."""
+    if not _may_record():
+        return _UNTRACED
+    return _tracer().start_as_current_span(  # type: ignore[no-any-return]
+        f"step {name}", attributes={"job.step": name, "job.step.kind": kind}
+    )
+
+
+@contextlib.contextmanager
+def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
     correlation = job["correlation_id"] or ""
     parent = (
         TraceContextTextMapPropagator().extract({"traceparent": correlation})
@@ -142,15 +208,3 @@ def attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
         set_status_on_exception=False,
     ) as span:
         yield AttemptSpan(span)
-
-
-@contextlib.contextmanager
-def step_span(name: str, kind: str) -> Iterator[None]:
-    """Run one step inside ``step <name>``, a child of the attempt's span."""
-    if otel_trace is None:
-        yield
-        return
-    with _tracer().start_as_current_span(
-        f"step {name}", attributes={"job.step": name, "job.step.kind": kind}
-    ):
-        yield
