@@ -78,6 +78,8 @@ class JobsSettings:
     REDACT: tuple[str, ...] = DEFAULT_PATTERNS
     # Networks (CIDR) webhook deliveries may reach although they are not public (B6).
     WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = ()
+    # Log records a body writes through run.logger kept per attempt (0: none kept).
+    RUN_LOG_MAX_ENTRIES: int = 200
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -120,6 +122,21 @@ def _positive_int(key: str, value: object) -> int:
         ) from None
     if number < 1:
         raise ConfigurationError(key, value, "expected a whole number of at least 1")
+    return number
+
+
+def _count(key: str, value: object) -> int:
+    """A whole number of at least 0 (0 turns the thing counted off)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigurationError(key, value, "expected a whole number of at least 0")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigurationError(
+            key, value, "expected a whole number of at least 0"
+        ) from None
+    if number < 0:
+        raise ConfigurationError(key, value, "expected a whole number of at least 0")
     return number
 
 
@@ -216,6 +233,8 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         return _patterns(key, value)
     if key == "WEBHOOK_ALLOWED_NETWORKS":
         return _networks(key, value)
+    if key == "RUN_LOG_MAX_ENTRIES":
+        return _count(key, value)
     if key == "QUEUES":
         return _queues(key, value)
     if key == "OUTBOX":

@@ -11,6 +11,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   │   ├── IdempotencyRequired   @job without idempotency_key
 │   │   └── JobTenantRequired     @job without tenant
 │   ├── TaskDeclarationInvalid    a @task declaration or a schedule is invalid
+│   ├── JobPageInvalid            a job page too large, or a cursor no page answered
 │   ├── PurgeTargetInvalid        a purge's targets function answered a bad target
 │   │   └── PurgeTargetDuplicate  two targets of one purge share a name
 │   └── BackfillInvalid           a backfill's source() or count() answered something unusable
@@ -33,6 +34,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── JobNotRemovable               remove of a running job
 ├── JobNotCancellable             cancel of a finished job
 ├── JobNotPromotable              promote of a job that is not waiting on its run time
+├── TaskRunning                   a manual trigger while a run of the task is live
 ├── JobKeyBusy                    a keyed concurrency limit refused the run
 ├── LeaseLost                     this worker no longer holds the job's claim
 ├── QueryError                    a named SQL statement failed (driver error in __cause__)
@@ -170,6 +172,13 @@ class TaskDeclarationInvalid(InvalidArgument):
     """A @task declaration, a runtime schedule, or a value a task answered is invalid."""
 
     code = "X_TASK_DECLARATION_INVALID"
+
+
+class JobPageInvalid(InvalidArgument):
+    """A page of jobs larger than MAX_PAGE, or a cursor (after / before) that is not
+    one a page answered; ``field`` names which."""
+
+    code = "X_JOB_PAGE_INVALID"
 
 
 class PurgeTargetInvalid(InvalidArgument):
@@ -398,6 +407,25 @@ class JobNotPromotable(_JobStateRefused):
 
     code = "X_JOB_NOT_PROMOTABLE"
     verb = "promoted"
+
+
+class TaskRunning(JobsError):
+    """A manual trigger of a task (or schedule) whose jobs are still live: a run now
+    would overlap the one in progress; ``force=True`` fires anyway."""
+
+    code = "X_TASK_RUNNING"
+    classification = "retryable"
+
+    def __init__(self, task: str, job_ids: list[Any]) -> None:
+        shown = ", ".join(str(i) for i in job_ids[:5])
+        super().__init__(
+            f"task={task!r}: a run is in progress (live jobs {shown}); wait for it, "
+            "or trigger with force=True",
+            task=task,
+            job_ids=job_ids,
+        )
+        self.task = task
+        self.job_ids = job_ids
 
 
 class JobKeyBusy(JobsError):

@@ -27,7 +27,9 @@ The rules, and why:
   spreadsheets EVALUATE them, so a user-named record would be code running in the
   reviewer's spreadsheet. Strings only: a negative number stays a number;
 - the manifest COUNTS the parts and never lists them (``export_part_key`` rebuilds every
-  key), because a list is the one thing in the pass that would grow with the export.
+  key), because a list is the one thing in the pass that would grow with the export;
+- ``rate`` (rows per second, optional) paces a large export: the pause is spent inside
+  the page's step, so a replayed page re-pays none, and cancellation cuts it short.
 
 ``storage`` is a callable answering a ``Storage``, read for every write and never at
 import (the storage settings may not be ready then). The source is read in primary-key
@@ -41,6 +43,7 @@ import csv
 import io
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from datetime import time as time_of_day
@@ -179,8 +182,10 @@ class Export:
         storage: Callable[[], Storage],
         batch: int,
         max_part_bytes: int,
+        rate: float | None = None,
     ) -> None:
         self.name = name
+        self.rate = rate  # rows per second at most; None: as fast as it goes
         self.prefix = prefix
         self.source = source
         self.columns = columns
@@ -224,10 +229,17 @@ class Export:
         self, input: dict[str, Any], prefix: str, index: int, before: dict[str, Any]
     ) -> Callable[[CancelToken], dict[str, Any]]:
         def page(token: CancelToken) -> dict[str, Any]:
+            started = time.monotonic()
             rows, more = self._read(input, before["cursor"])
             data = self._encode(rows, index)
             token.raise_if_cancelled()
             self._put(export_part_key(prefix, index, self.format), data)
+            if self.rate is not None and more:
+                # The pause is spent INSIDE the step, so a replayed page re-pays
+                # none; the run's cancellation cuts it short.
+                pause = len(rows) / self.rate - (time.monotonic() - started)
+                if pause > 0:
+                    token.wait(pause)
             return {
                 "cursor": (
                     cursor_of(rows[-1], invalid=ExportInvalid, job=self.name)
@@ -336,6 +348,25 @@ class Export:
         return index - parts
 
 
+def _check_rate(rate: object, job: str) -> float | None:
+    """Rows per second: a finite number above 0, or None for no pacing."""
+    if rate is None:
+        return None
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, int | float)
+        or not math.isfinite(rate)
+        or rate <= 0
+    ):
+        raise JobDeclarationInvalid(
+            "rate",
+            rate,
+            "rows per second: a finite number above 0, or None for no pacing",
+            job=job,
+        )
+    return float(rate)
+
+
 def _check_columns(columns: object, job: str) -> tuple[str, ...]:
     if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
         raise JobDeclarationInvalid(
@@ -367,6 +398,7 @@ def export_rows(
     storage: Callable[[], Storage],
     batch: int = DEFAULT_BATCH,
     max_part_bytes: int = DEFAULT_MAX_PART_BYTES,
+    rate: float | None = None,
     queue: str = DEFAULT_QUEUE,
     priority: int = 0,
     description: str = "",
@@ -381,8 +413,10 @@ def export_rows(
 
     ``input`` maps the job's parameters to their types (``{"org_id": str}``);
     ``tenant``, ``prefix`` and ``source`` are functions of that input, ``row`` of one
-    model instance (answering a mapping over ``columns``). One live export per prefix:
-    the prefix is the idempotency key. Answers the job's handle::
+    model instance (answering a mapping over ``columns``). ``rate`` (rows per second,
+    optional) paces a large export so it does not starve the database it reads. One
+    live export per prefix: the prefix is the idempotency key. Answers the job's
+    handle::
 
         export_orders = export_rows(
             "orders.export",
@@ -428,6 +462,7 @@ def export_rows(
         storage=storage,
         batch=positive_int(batch, "batch", name),
         max_part_bytes=positive_int(max_part_bytes, "max_part_bytes", name),
+        rate=_check_rate(rate, name),
     )
     return declare(
         "export_rows",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -397,3 +398,29 @@ def test_one_live_export_per_prefix(jobs, tmp_path):
     first = export.enqueue(tag="once")
     second = export.enqueue(tag="once")
     assert (second.id, second.deduped) == (first.id, True)
+
+
+def test_rate_paces_a_large_export_in_rows_per_second(jobs, tmp_path):
+    """F4: ``rate`` (rows per second) spreads the pages out: 6 rows in pages of 2 at
+    10 rows/s wait 0.2 s after each page but the last, inside the page's step."""
+    records("paced", ["a", "b", "c", "d", "e", "f"])
+    export = declare(tmp_path, batch=2, rate=10)
+    export.enqueue(tag="paced")
+    started = time.monotonic()
+    [attempt] = jobs.run()
+    took = time.monotonic() - started
+    assert attempt.outcome == "completed"
+    assert files(tmp_path, "paced") == [
+        "manifest.json",
+        "part-00000.csv",
+        "part-00001.csv",
+        "part-00002.csv",
+    ]
+    assert took >= 0.4, f"two pauses of 0.2 s each, took {took:.3f} s"
+
+
+@pytest.mark.parametrize("rate", [0, -1, float("inf"), "fast", True])
+def test_a_bad_rate_is_refused_at_declaration(tmp_path, rate):
+    with pytest.raises(JobDeclarationInvalid) as refused:
+        declare(tmp_path, rate=rate)
+    assert refused.value.field == "rate"

@@ -17,7 +17,7 @@ from tests.testapp.jobs import noop, touch
 from ultimate_jobs import pause_task, resume_task, task, task_registry, trigger
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.exceptions import QueryError, TaskRunning
 from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
 from ultimate_jobs.scheduling.scheduler import Scheduler
 
@@ -293,8 +293,11 @@ def test_trigger_fires_now_under_the_jobs_own_key_apart_from_the_occurrence(decl
     s = scheduler()
     s.run_once(now=T0)
     s.run_once(now=T0 + timedelta(minutes=5))
-    [manual] = trigger(handle)
-    again = trigger("t0")
+    # C7: the 08:05 occurrence's job is live, so a plain trigger would overlap it.
+    with pytest.raises(TaskRunning):
+        trigger(handle)
+    [manual] = trigger(handle, force=True)
+    again = trigger("t0", force=True)
     assert again[0].deduped and again[0].id == manual.id  # one live manual run
     keys = sorted(Job.objects.values_list("idempotency_key", flat=True))
     assert keys == ["t0", "t0@2025-06-02T08:05Z"]

@@ -334,6 +334,7 @@ def pickup_stamp(run: Run, key: str) -> None:
 from . import (  # noqa: E402
     backfill_jobs,  # noqa: F401
     factory_jobs,  # noqa: F401
+    seed_jobs,  # noqa: F401 - issue 20: spans, per-run logs, signals
 )
 
 

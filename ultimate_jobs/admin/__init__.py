@@ -5,6 +5,6 @@ Django's admin autodiscovery imports this package; importing it registers every 
 
 from __future__ import annotations
 
-from ultimate_jobs.admin import jobs, scheduling, webhooks
+from ultimate_jobs.admin import jobs, manifest, scheduling, webhooks
 
-__all__ = ["jobs", "scheduling", "webhooks"]
+__all__ = ["jobs", "manifest", "scheduling", "webhooks"]

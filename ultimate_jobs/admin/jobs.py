@@ -22,6 +22,7 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
+from ultimate_jobs.admin import job_details
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
@@ -104,7 +105,13 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "run_at",
         "created_at",
     )
-    list_filter = ("state", "queue", "name", ("created_at", admin.DateFieldListFilter))
+    list_filter = (
+        "state",
+        "queue",
+        "name",
+        ("created_at", admin.DateFieldListFilter),
+        job_details.KeyFilter,
+    )
     search_fields = ("=id", "name", "=tenant_id", "idempotency_key")
     show_full_result_count = False
     paginator = EstimatedCountPaginator
@@ -120,7 +127,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "state",
         "pretty_input",
         "tenant_id",
-        "idempotency_key",
+        "key_link",
         "attempt",
         "max_attempts",
         "run_at",
@@ -135,11 +142,21 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "pretty_progress",
         "pretty_result",
         "step_trace",
+        "logs",
+        "backfill_pass",
         "correlation_id",
-        "enqueued_by",
+        "enqueued_by_name",
         "operator_actions",
     )
-    exclude = ("input", "last_error", "lease_owner", "progress", "result")
+    exclude = (
+        "input",
+        "last_error",
+        "lease_owner",
+        "progress",
+        "result",
+        "idempotency_key",
+        "enqueued_by",
+    )
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The list, read now: a row Python cannot read is left out and named (B4)."""
@@ -226,6 +243,12 @@ class JobAdmin(ReadOnly, JobModelAdmin):
                 f"{'  ' + output[:500] if output else ''}"
             )
         return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+
+    # Detail fields rendered by admin/job_details.py (functions of the job alone).
+    key_link = staticmethod(job_details.same_key_link)
+    logs = staticmethod(job_details.run_logs)
+    backfill_pass = staticmethod(job_details.backfill_pass)
+    enqueued_by_name = staticmethod(job_details.enqueued_by_name)
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -133,11 +133,23 @@ class _Verbs:
 
     @admin.action(description="Run now", permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        # Refused (X_TASK_RUNNING) while a run of the task is live (C7).
         _act(
             request,
             self._names(queryset),
             "run now",
             lambda n: schedules.trigger(n, actor=request.user),
+        )
+
+    @admin.action(
+        description="Run now, even while a run is live", permissions=["change"]
+    )
+    def run_now_forced(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        _act(
+            request,
+            self._names(queryset),
+            "run now (forced)",
+            lambda n: schedules.trigger(n, actor=request.user, force=True),
         )
 
 
@@ -147,7 +159,7 @@ class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
     list_display = ("key", "job", "cron", "tz", "catch_up", "next_run", "last_fire")
     search_fields = ("key", "job")
     list_filter = ("job", "catch_up")
-    actions = ("pause", "resume", "run_now")
+    actions = ("pause", "resume", "run_now", "run_now_forced")
 
     def _names(self, queryset: QuerySet[Schedule]) -> list[tuple[Model, str]]:
         return [(row, row.key) for row in queryset]
@@ -179,7 +191,7 @@ class TaskWatermarkAdmin(NoAddOrDelete, _Verbs, TaskWatermarkModelAdmin):
     )
     list_filter = ("kind", "paused")
     search_fields = ("key",)
-    actions = ("pause", "resume", "run_now")
+    actions = ("pause", "resume", "run_now", "run_now_forced")
 
     def _names(self, queryset: QuerySet[TaskWatermark]) -> list[tuple[Model, str]]:
         return [(row, row.name) for row in queryset]

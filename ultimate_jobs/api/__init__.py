@@ -1,12 +1,14 @@
 """The operator API shared by the admin, ``manage.py jobs`` and Python callers (P1-P3).
 
-``verbs`` change jobs and queues (retry, cancel, remove, promote, pause, bulk);
-``reads`` answer them as stable JSON (get, list_jobs, queue_stats, workers). Every
-public name of both is importable from here: ``from ultimate_jobs import api``.
+``verbs`` change jobs and queues (retry, cancel, cancel_by_key, remove, promote,
+pause, bulk); ``reads`` answer them as stable JSON (get, list_jobs, queue_stats,
+workers); ``manifest`` lists what this deploy declares (J7). Every public name of each
+is importable from here: ``from ultimate_jobs import api``.
 """
 
 from __future__ import annotations
 
+from ultimate_jobs.api.manifest import manifest
 from ultimate_jobs.api.reads import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -25,6 +27,7 @@ from ultimate_jobs.api.verbs import (
     Operator,
     bulk,
     cancel,
+    cancel_by_key,
     operator_of,
     pause_queue,
     paused_queues,
@@ -42,11 +45,13 @@ __all__ = [
     "action_json",
     "bulk",
     "cancel",
+    "cancel_by_key",
     "find_job",
     "get",
     "job_actions",
     "job_json",
     "list_jobs",
+    "manifest",
     "operator_of",
     "parse_job_id",
     "pause_queue",

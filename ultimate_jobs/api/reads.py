@@ -14,12 +14,19 @@ from typing import Any
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
+from ultimate_jobs.api.attribution import display_names
+from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
-from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, RowUnreadable
-from ultimate_jobs.models import Job, JobAction, JobState, Worker
-from ultimate_jobs.observability import metrics
+from ultimate_jobs.exceptions import (
+    InvalidArgument,
+    JobNotFound,
+    JobPageInvalid,
+    RowUnreadable,
+)
+from ultimate_jobs.models import Job, JobAction, JobState, RunLog, Worker
+from ultimate_jobs.observability import metrics, runlogs
 from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
 
@@ -50,29 +57,63 @@ def find_job(job_id: uuid.UUID) -> Job:
 
 
 def get(job_id: object) -> dict[str, Any]:
-    """One job as the stable JSON of ``manage.py jobs show --json`` (P3)."""
-    return job_json(find_job(parse_job_id(job_id)))
+    """One job as the stable JSON of ``manage.py jobs show --json`` (P3), with what
+    only the detail shows: ``logs``, the lines each attempt kept (oldest first)."""
+    job = find_job(parse_job_id(job_id))
+    out = job_json(job)
+    out["logs"] = runlogs.as_json(
+        RunLog.objects.using(get_settings().DATABASE)
+        .filter(job_id=job.id)
+        .order_by("id")
+    )
+    return out
 
 
-def job_json(job: Job, actions: list[JobAction] | None = None) -> dict[str, Any]:
+def backfill_json(row: ledger.LedgerRow | None) -> dict[str, Any] | None:
+    """The ledger row of the pass a backfill's job sweeps (F2), or None."""
+    if row is None:
+        return None
+    return {
+        "pass": row.id,
+        "name": row.name,
+        "status": row.status,
+        "batches": row.batches,
+        "rows": row.rows,
+        "checksum": row.checksum,
+        "in_flight": row.status in ("pending", "running"),
+    }
+
+
+def job_json(
+    job: Job,
+    *,
+    names: dict[str, str] | None = None,
+    passes: dict[uuid.UUID, ledger.LedgerRow] | None = None,
+    actions: list[JobAction] | None = None,
+) -> dict[str, Any]:
     """The documented JSON shape of a job (docs/operations.md).
 
     What the input holds is shown redacted (B5): ``input`` per the job's declared
     paths and the REDACT patterns, and the input's redacted values in ``last_error``
-    and ``progress`` too (observability/redaction.py). ``actions`` is who moved the
-    job from an operator surface (P2), oldest first; read when not given.
+    and ``progress`` too (observability/redaction.py). ``names`` (display names by
+    ``enqueued_by``), ``passes`` (backfill passes by job id) and ``actions`` (who moved
+    the job from an operator surface, P2, oldest first) are read here when not given;
+    a page reads them once for all its jobs.
     """
+    if names is None:
+        names = display_names([job.enqueued_by])
+    if passes is None:
+        passes = ledger.by_job([job.id])
     if actions is None:
         actions = list(
             JobAction.objects.using(job._state.db or get_settings().DATABASE)
             .filter(job_id=job.id)
             .order_by("id")
         )
+    view = shown(job.name, job.input)
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
-
-    view = shown(job.name, job.input)
 
     return {
         "id": str(job.id),
@@ -96,7 +137,9 @@ def job_json(job: Job, actions: list[JobAction] | None = None) -> dict[str, Any]
         "progress": view.value(job.progress),
         "correlation_id": job.correlation_id,
         "enqueued_by": job.enqueued_by,
+        "enqueued_by_name": names.get(job.enqueued_by),
         "worker_id": job.worker_id,
+        "backfill": backfill_json(passes.get(job.id)),
         "actions": [action_json(action) for action in actions],
         # The current stage's steps, oldest first (prefetch_related("steps") in lists).
         "steps": [
@@ -123,48 +166,54 @@ def list_jobs(
     queue: str | None = None,
     name: str | None = None,
     tenant: str | None = None,
+    key: str | None = None,
     id_prefix: str | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
+    before: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """One page of jobs, newest first; ``next`` is the cursor of the following page.
+    """One page of jobs, newest first (P3).
 
     A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
-    (its id and why); the page and its cursor count it like any row.
+    (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
+    ``previous`` that of the page before it (newer), to pass as ``before``; each is
+    None when there is no such page. ``key`` is an idempotency key, ``created_from``
+    (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
+    most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
+    once are JobPageInvalid.
     """
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
         or not 1 <= limit <= MAX_PAGE
     ):
-        raise InvalidArgument("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
-    if state is not None and state not in JobState.values:
-        raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+        raise JobPageInvalid("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    if after is not None and before is not None:
+        raise JobPageInvalid(
+            "before", before, "give one cursor: after (older jobs) or before (newer)"
+        )
     for field, value, length in (
         ("queue", queue, 63),
         ("name", name, 200),
         ("tenant", tenant, 200),
+        ("key", key, 512),
         ("id_prefix", id_prefix, 36),
     ):
         if value is not None:
             check_text(value, field=field, max_length=length)  # B1, B4
-    filters = Q()
-    lookups: tuple[tuple[str, object], ...] = (
-        ("state", state),
-        ("queue", queue),
-        ("name", name),
-        ("tenant_id", tenant),
-        ("created_at__gte", created_from),
-        ("created_at__lt", created_to),
+    rows = _jobs().filter(
+        _filters(
+            state=state,
+            queue=queue,
+            name=name,
+            tenant_id=tenant,
+            idempotency_key=key,
+            created_from=created_from,
+            created_to=created_to,
+        )
     )
-    for lookup, wanted in lookups:
-        if wanted is not None:
-            filters &= Q(**{lookup: wanted})
-    if after is not None:
-        filters &= Q(id__lt=_cursor(after))
-    rows = _jobs().filter(filters)
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):
@@ -174,21 +223,10 @@ def list_jobs(
         rows = rows.annotate(id_text=Cast("id", TextField())).filter(
             id_text__startswith=prefix
         )
-    return _page(rows.order_by("-id")[: limit + 1], limit)
-
-
-def _page(fetched: QuerySet[Job], limit: int) -> dict[str, Any]:
-    read = list(fetched)
-    # B4: rows Python cannot read are left out of "jobs" and named in "unreadable";
-    # the page and its cursor count them like any row.
-    skipped = getattr(fetched, "unreadable", [])
-    if skipped:
-        metrics.row_unreadable("job", len(skipped))
-    entries: list[tuple[uuid.UUID, Job | str]] = [(job.id, job) for job in read]
-    entries += [(uuid.UUID(str(pk)), error) for pk, error in skipped]
-    entries.sort(key=lambda entry: entry[0], reverse=True)
-    more = len(entries) > limit
-    entries = entries[:limit]
+    page, older, newer = _page(rows, limit, after, before)
+    read = [item for _, item in page if isinstance(item, Job)]
+    names = display_names(job.enqueued_by for job in read)
+    passes = ledger.by_job([job.id for job in read])
     actions: dict[uuid.UUID, list[JobAction]] = {job.id: [] for job in read}
     for action in (
         JobAction.objects.using(get_settings().DATABASE)
@@ -198,17 +236,81 @@ def _page(fetched: QuerySet[Job], limit: int) -> dict[str, Any]:
         actions[action.job_id].append(action)
     return {
         "jobs": [
-            job_json(item, actions[item.id])
-            for _, item in entries
-            if isinstance(item, Job)
+            job_json(job, names=names, passes=passes, actions=actions[job.id])
+            for job in read
         ],
         "unreadable": [
-            {"id": str(pk), "error": item}
-            for pk, item in entries
-            if isinstance(item, str)
+            {"id": str(pk), "error": item} for pk, item in page if isinstance(item, str)
         ],
-        "next": str(entries[-1][0]) if more and entries else None,
+        "next": str(page[-1][0]) if older else None,
+        "previous": str(page[0][0]) if newer else None,
     }
+
+
+def _filters(
+    *,
+    state: str | None,
+    created_from: datetime | None,
+    created_to: datetime | None,
+    **equal: str | None,
+) -> Q:
+    """The list's filters as one Q; a state or a bound that cannot match is refused."""
+    if state is not None and state not in JobState.values:
+        raise InvalidArgument("state", state, f"one of {', '.join(JobState.values)}")
+    filters = Q(**{field: value for field, value in equal.items() if value is not None})
+    if state is not None:
+        filters &= Q(state=state)
+    for field, value, lookup in (
+        ("created_from", created_from, "created_at__gte"),
+        ("created_to", created_to, "created_at__lt"),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise InvalidArgument(field, value, "an aware datetime")
+        filters &= Q(**{lookup: value})
+    return filters
+
+
+Entry = tuple[uuid.UUID, "Job | str"]  # a row, or the error of one Python cannot read
+
+
+def _read(fetched: QuerySet[Job], *, newest_first: bool) -> list[Entry]:
+    """The rows of a page, in id order; an unreadable one (B4) as its id and error."""
+    read = list(fetched)
+    skipped = getattr(fetched, "unreadable", [])
+    if skipped:
+        metrics.row_unreadable("job", len(skipped))
+    entries: list[Entry] = [(job.id, job) for job in read]
+    entries += [(uuid.UUID(str(pk)), error) for pk, error in skipped]
+    entries.sort(key=lambda entry: entry[0], reverse=newest_first)
+    return entries
+
+
+def _page(
+    rows: QuerySet[Job],
+    limit: int,
+    after: str | uuid.UUID | None,
+    before: str | uuid.UUID | None,
+) -> tuple[list[Entry], bool, bool]:
+    """A page newest first, whether older rows follow it and whether newer precede it."""
+    if before is not None:
+        # The page just newer than the cursor: read upwards, answer newest first.
+        upwards = rows.filter(id__gt=_cursor("before", before)).order_by("id")
+        page = _read(upwards[: limit + 1], newest_first=False)
+        newer = len(page) > limit
+        page = page[:limit][::-1]
+        older = bool(page) and rows.filter(id__lt=page[-1][0]).exists()
+        return page, older, newer
+    if after is not None:
+        rows_after = rows.filter(id__lt=_cursor("after", after))
+    else:
+        rows_after = rows
+    page = _read(rows_after.order_by("-id")[: limit + 1], newest_first=True)
+    older = len(page) > limit
+    page = page[:limit]
+    newer = after is not None and bool(page) and rows.filter(id__gt=page[0][0]).exists()
+    return page, older, newer
 
 
 def action_json(row: JobAction) -> dict[str, Any]:
@@ -229,14 +331,17 @@ def job_actions(job_id: object) -> list[dict[str, Any]]:
     return [action_json(row) for row in rows.order_by("id")]
 
 
-def _cursor(value: str | uuid.UUID) -> uuid.UUID:
+def _cursor(field: str, value: str | uuid.UUID) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     try:
-        return uuid.UUID(value)
+        return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument(
-            "after", value, "a cursor is the id a previous page answered as next"
+        raise JobPageInvalid(
+            field,
+            value,
+            "a cursor is a job id a previous page answered as next (after) or "
+            "previous (before)",
         ) from None
 
 

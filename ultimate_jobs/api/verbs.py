@@ -24,8 +24,10 @@ from ultimate_jobs.api.reads import find_job, parse_job_id
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
 from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobDuplicate,
@@ -36,7 +38,11 @@ from ultimate_jobs.exceptions import (
     QueryError,
 )
 from ultimate_jobs.models import FINISHED_STATES, Job, JobAction, QueuePause
+from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
+
+# cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.
+ANY_TENANT: object = object()
 
 
 def _db() -> DjangoDatabase:
@@ -171,11 +177,90 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
     text = check_text(
         reason[:MAX_REASON_LENGTH], field="reason", max_length=MAX_REASON_LENGTH
     )
+    if _cancel(pk, text, who) is None:
+        raise JobNotCancellable(pk, find_job(pk).state)
+
+
+def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
+    """Cancel one live job, record who did it, and tell ``job_cancelled`` (P4);
+    answers the state it was cancelled from, or None when it was not live."""
     with transaction.atomic(using=get_settings().DATABASE):
-        if _db().run(QUERIES["job_cancel"], id=pk, reason=text, now=None):
-            _record(_name_of(pk), pk, "cancel", who, text)
-            return
-    raise JobNotCancellable(pk, find_job(pk).state)
+        rows = _db().run(QUERIES["job_cancel"], id=pk, reason=reason, now=None)
+        if not rows:
+            return None
+        _record(_name_of(pk), pk, "cancel", who, reason)
+    row = rows[0]
+    sender = registry.get(row["name"]) if row["name"] in registry else None
+    job_cancelled.send(
+        sender=sender,
+        job_id=pk,
+        name=row["name"],
+        state=row["was"],
+        reason=reason,
+    )
+    return str(row["was"])
+
+
+def cancel_by_key(
+    name: object,
+    key: object,
+    *,
+    tenant: str | object | None = ANY_TENANT,
+    reason: str = "",
+    actor: Any = None,
+) -> uuid.UUID | None:
+    """Cancel the live job of ``name`` that holds idempotency key ``key``, wherever it
+    is (ready, delayed, suspended, or running: stopped at its next heartbeat); answers
+    its id, or None when no live job holds the key (seed ``cancelByKey``).
+
+    It is the disarm half of a keyed enqueue: a job that reschedules itself (S5) keeps
+    its id and key, so this ends the whole sequence. ``name`` is a job name or its
+    handle. A key is held per tenant (J2): ``tenant`` names one (None: the job has no
+    tenant); left out, the key must be held under one tenant only, else the call is
+    refused (InvalidArgument on ``tenant``) and nothing is cancelled. ``actor`` is
+    recorded, as by ``cancel``.
+    """
+    job_name = getattr(name, "name", name)
+    if not isinstance(job_name, str) or not job_name or len(job_name) > 200:
+        raise InvalidArgument(
+            "name", name, "a job name (or handle) of at most 200 characters"
+        )
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidArgument(
+            "key",
+            key,
+            f"a non-empty idempotency key of at most {MAX_KEY_LENGTH} characters",
+        )
+    live = (
+        Job.objects.using(get_settings().DATABASE)
+        .filter(name=job_name, idempotency_key=key)
+        .exclude(state__in=FINISHED_STATES)
+    )
+    if tenant is not ANY_TENANT:
+        if tenant is not None and not isinstance(tenant, str):
+            raise InvalidArgument(
+                "tenant", tenant, "a tenant id, or None for no tenant"
+            )
+        live = live.filter(tenant_id=tenant)
+    holders = list(live.order_by("id").values_list("id", "tenant_id")[:2])
+    if len(holders) > 1:
+        raise InvalidArgument(
+            "tenant",
+            None,
+            f"live jobs of several tenants hold key {key!r} "
+            f"({', '.join(repr(t) for _, t in holders)}, ...): name the tenant",
+            job=job_name,
+        )
+    if not holders:
+        return None
+    pk = holders[0][0]
+    # The job may have finished between the read and the cancel: then nothing holds
+    # the key any more, which is what the caller wanted.
+    who = operator_of(actor)
+    text = check_text(
+        reason[:MAX_REASON_LENGTH], field="reason", max_length=MAX_REASON_LENGTH
+    )
+    return pk if _cancel(pk, text, who) is not None else None
 
 
 def remove(job_id: object, *, actor: Any = None) -> None:

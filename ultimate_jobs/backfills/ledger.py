@@ -66,15 +66,18 @@ def read(
     names: Sequence[str] | None = None,
     newest: bool = False,
     status: str | None = None,
+    job_ids: Sequence[uuid.UUID] | None = None,
     limit: int = MAX_LIST,
 ) -> list[LedgerRow]:
     """Ledger rows, newest first: of ``names`` (default every name), only each name's
-    newest row with ``newest``, of one ``status``, at most ``limit``."""
+    newest row with ``newest``, of one ``status``, of the jobs ``job_ids``, at most
+    ``limit``."""
     rows = _db().run(
         QUERIES["backfill_ledger"],
         names=None if names is None else list(names),
         newest=newest,
         status=status,
+        job_ids=None if job_ids is None else list(job_ids),
         limit=limit,
     )
     out = []
@@ -83,6 +86,18 @@ def read(
         row["last_cursor"] = None if cursor is None else json.loads(cursor)
         out.append(LedgerRow(**row))
     return out
+
+
+def by_job(job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, LedgerRow]:
+    """The pass each of these jobs sweeps, by job id (F2: the job views show it); a
+    job that is no backfill's run has none."""
+    if not job_ids:
+        return {}
+    return {
+        row.job_id: row
+        for row in read(job_ids=job_ids, limit=len(job_ids))
+        if row.job_id is not None
+    }
 
 
 def newest_by_name(names: Sequence[str]) -> dict[str, LedgerRow]:

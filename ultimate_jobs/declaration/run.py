@@ -13,15 +13,13 @@ made outside a worker or the testing runner has none, and refuses them.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
-import traceback
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ultimate_jobs.declaration.redaction import scrub_text
+from ultimate_jobs.declaration.runlog import RunLogBuffer, RunLogger
 from ultimate_jobs.exceptions import JobAborted
 
 if TYPE_CHECKING:
@@ -71,47 +69,6 @@ class CancelToken:
         )
 
 
-class RunLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """``run.logger``: the run's fields on every record, and the input's redacted
-    values (B5) replaced by ``[redacted]`` in the message, its arguments, the
-    ``extra`` fields and a logged traceback."""
-
-    def __init__(
-        self, logger: logging.Logger, extra: dict[str, Any], secrets: Collection[str]
-    ) -> None:
-        super().__init__(logger, extra)
-        self.secrets = secrets
-
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
-        return msg, kwargs
-
-    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
-        if not self.secrets or not self.isEnabledFor(level):
-            super().log(level, msg, *args, **kwargs)
-            return
-        try:
-            text = str(msg) % args if args else str(msg)
-        except (TypeError, ValueError):
-            text = " ".join(str(part) for part in (msg, *args))
-        exc_info = kwargs.pop("exc_info", None)
-        if exc_info:
-            if exc_info is True:
-                exc_info = sys.exc_info()
-            elif isinstance(exc_info, BaseException):
-                exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-            text += "\n" + "".join(traceback.format_exception(*exc_info))
-        extra = kwargs.get("extra")
-        if isinstance(extra, dict):
-            kwargs["extra"] = {
-                key: scrub_text(value, self.secrets)
-                if isinstance(value, str)
-                else value
-                for key, value in extra.items()
-            }
-        super().log(level, scrub_text(text, self.secrets), **kwargs)
-
-
 @dataclass(eq=False)
 class Run:
     """One attempt of one job, as its body sees it."""
@@ -130,6 +87,8 @@ class Run:
     journal: Journal | None = field(default=None, repr=False)
     # The input's redacted values (B5): run.logger replaces them in what it logs.
     secrets: Collection[str] = field(default=(), repr=False)
+    # The attempt's kept log lines (runlog.py); None: run.logger keeps nothing.
+    log_buffer: RunLogBuffer | None = field(default=None, repr=False)
     logger: RunLogger = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -143,7 +102,8 @@ class Run:
                 "tenant_id": self.tenant_id,
                 "correlation_id": self.correlation_id,
             },
-            self.secrets,
+            buffer=self.log_buffer,
+            secrets=self.secrets,
         )
 
     @property

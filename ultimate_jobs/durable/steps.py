@@ -53,6 +53,7 @@ from ultimate_jobs.exceptions import (
     RunSuspended,
     StepDuplicate,
 )
+from ultimate_jobs.observability import tracing
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import ClaimedJob
 
@@ -171,9 +172,10 @@ class Journal:
             return stored.output
         self._refuse_to_start(name)
         started = time.monotonic()
-        with self.deadlines.step(name):
-            result = self._call(fn)
-        return self._record(name, "step", result, started)
+        with tracing.step_span(name, "step"):
+            with self.deadlines.step(name):
+                result = self._call(fn)
+            return self._record(name, "step", result, started)
 
     def atomic_step(
         self, name: str, fn: Callable[..., Any], *, using: str | None = None
@@ -194,7 +196,11 @@ class Journal:
             )
         self._refuse_to_start(name)
         started = time.monotonic()
-        with self.deadlines.step(name), transaction.atomic(using=self.alias):
+        with (
+            tracing.step_span(name, "atomic"),
+            self.deadlines.step(name),
+            transaction.atomic(using=self.alias),
+        ):
             result = self._call(fn)
             return self._record(name, "atomic", result, started, db=self.atomic_db)
 

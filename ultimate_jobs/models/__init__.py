@@ -30,6 +30,7 @@ from ultimate_jobs.models.jobs import (
     Worker,
 )
 from ultimate_jobs.models.outbox import OutboxMessage
+from ultimate_jobs.models.runlogs import DeclaredJob, RunLog
 from ultimate_jobs.models.scheduling import LeaderLease, Schedule, TaskWatermark
 from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 
@@ -40,6 +41,7 @@ __all__ = [
     "BackfillStatus",
     "CatchUp",
     "CounterTier",
+    "DeclaredJob",
     "Event",
     "Job",
     "JobAction",
@@ -50,6 +52,7 @@ __all__ = [
     "Lease",
     "OutboxMessage",
     "QueuePause",
+    "RunLog",
     "Schedule",
     "StepKind",
     "StepStatus",

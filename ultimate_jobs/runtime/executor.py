@@ -48,6 +48,7 @@ from ultimate_jobs.declaration.run import (
     CancelToken,
     Run,
 )
+from ultimate_jobs.declaration.runlog import RunLogBuffer
 from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.durable.steps import Journal
 from ultimate_jobs.enqueue.handle import JobHandle
@@ -56,7 +57,7 @@ from ultimate_jobs.exceptions import (
     RunSuspended,
     UnknownJob,
 )
-from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability import metrics, runlogs, tracing
 from ultimate_jobs.runtime.outcomes import (
     SETTLING_OUTCOMES,
     Attempt,
@@ -66,7 +67,7 @@ from ultimate_jobs.runtime.outcomes import (
     job_fields,
 )
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
-from ultimate_jobs.signals import job_settled, job_started
+from ultimate_jobs.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class Executor:
         # in the test's main thread, where a real Ctrl-C lands and must stop the run.
         self.reraise = reraise
         self.alias = get_settings().DATABASE
+        self.log_capacity = get_settings().RUN_LOG_MAX_ENTRIES
 
     def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
         func = handle.definition.func
@@ -134,8 +136,25 @@ class Executor:
         the job as settling, so its heartbeat stops renewing and reporting it).
         ``on_overrun`` is called when the attempt was failed at its deadline while the
         body runs on, ignoring its token: the body holds its thread until it returns
-        (the worker reports that lost capacity).
+        (the worker reports that lost capacity). With OpenTelemetry, the attempt runs in
+        a span, a child of the enqueuing one (M2).
         """
+        with tracing.attempt_span(job) as span:
+            attempt = self._execute(
+                job, token, span, before_settle=before_settle, on_overrun=on_overrun
+            )
+            span.settled(attempt)
+            return attempt
+
+    def _execute(
+        self,
+        job: ClaimedJob,
+        token: CancelToken | None,
+        span: tracing.AttemptSpan,
+        *,
+        before_settle: Callable[[], None] | None = None,
+        on_overrun: Callable[[], None] | None = None,
+    ) -> Attempt:
         self.settler.before_write = before_settle
         started = time.monotonic()
         token = token or CancelToken()
@@ -185,9 +204,15 @@ class Executor:
                 cancel_token=token,
                 journal=journal,
                 secrets=LazySecrets(redaction, kwargs),
+                log_buffer=RunLogBuffer(self.log_capacity)
+                if self.log_capacity
+                else None,
             )
             ending = _Ending(job, handle, kwargs, journal, token, started)
-            with job_scope(name, run.tenant_id), correlation_scope(run.correlation_id):
+            with (
+                job_scope(name, run.tenant_id),
+                correlation_scope(span.correlation_id(run.correlation_id)),
+            ):
                 job_started.send(sender=handle, run=run)
                 logger.info("jobs.attempt.started", extra=job_fields(job))
                 if self.deadline_settler is not None:
@@ -213,6 +238,16 @@ class Executor:
                     ending.body_ended.set()
                     if timer is not None:
                         timer.cancel()
+                # The attempt's log lines, in one statement before its outcome, so a
+                # job seen settled shows them.
+                runlogs.write(
+                    self.settler.db,
+                    job_id=job["id"],
+                    run_id=job["run_id"],
+                    attempt=job["attempt"],
+                    buffer=run.log_buffer,
+                    now=self.settler.now(),
+                )
                 return self._settle(ending)
         finally:
             if self.manage_connections:
@@ -536,6 +571,8 @@ class Executor:
             fields["error_code"] = error_code(error)
         if stop is not None:
             fields["stop"] = stop
+        if landed and error is not None and outcome in _FAILED:
+            self._attempt_failed(job, outcome, error)
         if not landed:
             logger.warning("jobs.settle.unowned", extra=fields)
         elif error is not None and outcome in (Outcome.DEAD_LETTERED, Outcome.DROPPED):
@@ -547,6 +584,28 @@ class Executor:
         return Attempt(
             job["id"], job["name"], outcome, landed, duration, error, run_at, due_in
         )
+
+    def _attempt_failed(
+        self, job: ClaimedJob, outcome: Outcome, error: BaseException
+    ) -> None:
+        """P4: ``job_attempt_failed`` once per attempt that raised and was settled
+        retried, dead-lettered or dropped; a receiver that raises is logged, never
+        the attempt's concern."""
+        sender = self.jobs.get(job["name"]) if job["name"] in self.jobs else None
+        for _receiver, answer in job_attempt_failed.send_robust(
+            sender=sender,
+            job_id=job["id"],
+            name=job["name"],
+            attempt=job["attempt"],
+            outcome=outcome,
+            error=error,
+        ):
+            if isinstance(answer, Exception):
+                logger.error(
+                    "jobs.signal.failed",
+                    extra={**job_fields(job), "signal": "job_attempt_failed"},
+                    exc_info=answer,
+                )
 
     def _announce(
         self,
@@ -560,6 +619,9 @@ class Executor:
         code: str | None = None,
     ) -> None:
         announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
+
+
+_FAILED = (Outcome.RETRIED, Outcome.DEAD_LETTERED, Outcome.DROPPED)
 
 
 @dataclass(eq=False)

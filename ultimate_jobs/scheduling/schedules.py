@@ -28,6 +28,7 @@ from django.dispatch import receiver
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text, text_problem
+from ultimate_jobs.declaration.context import correlation_scope
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
@@ -38,6 +39,7 @@ from ultimate_jobs.exceptions import (
     InvalidTimezone,
     JobsError,
     TaskDeclarationInvalid,
+    TaskRunning,
     UnknownJob,
     UnknownTask,
 )
@@ -306,17 +308,50 @@ def next_run_of(cron: str, tz: str, after: datetime | None = None) -> datetime:
     return schedule.local(schedule.next_after(after or datetime.now(UTC)))
 
 
-def trigger(task: TaskHandle | str, *, actor: Any = None) -> list[Enqueued]:
+def trigger(
+    task: TaskHandle | str, *, actor: Any = None, force: bool = False
+) -> list[Enqueued]:
     """Fire a task (or schedule) now: its entries for this instant, enqueued under each
-    job's own idempotency key, so a manual fire never collides with a scheduled one."""
+    job's own idempotency key, so a manual fire never collides with a scheduled one.
+
+    A manual fire never overlaps a run of the same task in progress (C7, seed
+    "multi-replica deployments"): while a job that the task fired (on its schedule or
+    by hand) is live, it is refused with TaskRunning and nothing is enqueued, unless
+    ``force=True``. Its jobs carry the correlation id ``<task:name>@<instant>``, the
+    shape a scheduled fire's carry, which is how the next trigger finds them.
+    """
     target = _target(task)
     now = datetime.now(UTC).replace(microsecond=0)
     pairs = target.entries(now)
+    if not force and (live := live_runs(target, {h.name for h, _ in pairs})):
+        raise TaskRunning(target.name, live)
     # Published at once (not staged in the outbox), so the answer says what deduped.
-    return [
-        (handle.using(actor=actor) if actor is not None else handle).enqueue(**kwargs)
-        for handle, kwargs in pairs
-    ]
+    with correlation_scope(f"{target.key}@{now.isoformat()}"[:255]):
+        return [
+            (handle.using(actor=actor) if actor is not None else handle).enqueue(
+                **kwargs
+            )
+            for handle, kwargs in pairs
+        ]
+
+
+def live_runs(target: Target, names: set[str]) -> list[Any]:
+    """The live jobs (at most 10) a task or schedule fired: jobs of ``names`` whose
+    correlation id says this target fired them (``<kind>:<name>@<instant>``)."""
+    if not names:
+        return []
+    from ultimate_jobs.models import LIVE_STATES, Job
+
+    return list(
+        Job.objects.using(get_settings().DATABASE)
+        .filter(
+            name__in=sorted(names),
+            state__in=LIVE_STATES,
+            correlation_id__startswith=f"{target.key}@",
+        )
+        .order_by("id")
+        .values_list("id", flat=True)[:10]
+    )
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,8 @@ UPDATE ultimate_jobs_backfill
 -- a pending or running row whose job is finished without completing it (dead-lettered,
 -- failed, cancelled) or gone is `failed`: a worker killed on its final attempt writes
 -- nothing. Filters: `names` (NULL: every name), `newest` (only each name's newest
--- row), `status`, `limit`.
+-- row), `status`, `job_ids` (NULL: every pass; else the passes of these jobs, what
+-- the job views show, F2), `limit`.
 SELECT ledger.id,
        ledger.name,
        ledger.checksum,
@@ -151,6 +152,7 @@ SELECT ledger.id,
        ) AS ledger
  WHERE (NOT coalesce(%(newest)s::boolean, FALSE) OR ledger.recency = 1)
    AND (%(status)s::text IS NULL OR ledger.status = %(status)s::text)
+   AND (%(job_ids)s::uuid[] IS NULL OR ledger.job_id = ANY(%(job_ids)s::uuid[]))
  ORDER BY ledger.id DESC
  LIMIT %(limit)s::integer;
 

@@ -682,7 +682,8 @@ RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL 
 -- name: job_cancel :many
 -- Cancel ONE live job. A queued row is cancelled at once; a running one is cancelled
 -- too, and its worker finds out at its next heartbeat (the fenced renewal no longer
--- matches), cancels the run's token, and its late settle matches nothing.
+-- matches), cancels the run's token, and its late settle matches nothing. `was` is
+-- the state it was cancelled from (the job_cancelled signal tells it, P4).
 UPDATE ultimate_jobs_job AS job
    SET state = 'cancelled',
        finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -690,9 +691,15 @@ UPDATE ultimate_jobs_job AS job
        lease_expires_at = NULL,
        stop_reason = 'cancelled',
        last_error = %(reason)s::text
- WHERE job.id = %(id)s::uuid
+  FROM (
+        SELECT live.id, live.state
+          FROM ultimate_jobs_job AS live
+         WHERE live.id = %(id)s::uuid
+           FOR UPDATE
+       ) AS before
+ WHERE job.id = before.id
    AND job.state IN ('ready', 'delayed', 'running', 'suspended')
-RETURNING job.id;
+RETURNING job.id, job.name, before.state AS was;
 
 -- name: job_promote :many
 -- Make ONE job waiting on its run time due now ('delayed' or 'suspended' become ready),

@@ -7,14 +7,36 @@ from __future__ import annotations
 
 import getpass
 import json
+from datetime import datetime, time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.timezone import is_aware, make_aware
 
 from ultimate_jobs import api
 from ultimate_jobs.api import reads as introspection
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
+
+
+def instant(value: str | None, field: str) -> datetime | None:
+    """An ISO 8601 time or date from the command line, aware (naive: TIME_ZONE)."""
+    if value is None:
+        return None
+    try:
+        moment = parse_datetime(value)
+        if moment is None and (day := parse_date(value)) is not None:
+            moment = datetime.combine(day, time.min)
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise InvalidArgument(
+            field,
+            value,
+            "an ISO 8601 time or date, e.g. 2026-05-01T09:00 or 2026-05-01",
+        )
+    return moment if is_aware(moment) else make_aware(moment)
 
 
 def _filters(parser: CommandParser, *, state_required: bool = False) -> None:
@@ -66,7 +88,7 @@ def actor_of(options: dict[str, Any]) -> api.Operator:
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters."
+    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters, manifest."
 
     def add_arguments(self, parser: CommandParser) -> None:
         verbs = parser.add_subparsers(
@@ -74,8 +96,17 @@ class Command(BaseCommand):
         )
         listing = verbs.add_parser("list", help="one page of jobs, newest first")
         _filters(listing)
+        listing.add_argument("--key", help="jobs holding this idempotency key")
         listing.add_argument(
             "--id-prefix", help="ids starting with these hex digits (4 or more)"
+        )
+        listing.add_argument(
+            "--created-from",
+            help="created at or after this ISO 8601 time or date (naive: TIME_ZONE)",
+        )
+        listing.add_argument(
+            "--created-to",
+            help="created before this ISO 8601 time or date (naive: TIME_ZONE)",
         )
         listing.add_argument(
             "--limit",
@@ -83,14 +114,17 @@ class Command(BaseCommand):
             default=introspection.DEFAULT_PAGE,
             help=f"jobs per page (default {introspection.DEFAULT_PAGE}, at most 200)",
         )
-        listing.add_argument(
-            "--after", help="the cursor a previous page answered as next"
+        pages = listing.add_mutually_exclusive_group()
+        pages.add_argument(
+            "--after", help="older jobs: the cursor a page answered as next"
+        )
+        pages.add_argument(
+            "--before", help="newer jobs: the cursor a page answered as previous"
         )
         _json(listing)
         for verb, text in (
-            ("show", "one job with its steps"),
+            ("show", "one job with its steps, logs and backfill pass"),
             ("retry", "requeue a finished job"),
-            ("cancel", "cancel a live job"),
             ("remove", "delete a job that is not running"),
             ("promote", "make a delayed job due now"),
         ):
@@ -99,8 +133,21 @@ class Command(BaseCommand):
             _json(sub)
             if verb != "show":
                 add_actor_argument(sub)
-            if verb == "cancel":
-                _reason(sub)
+        cancel = verbs.add_parser(
+            "cancel", help="cancel a live job, by id or by --name and --key"
+        )
+        cancel.add_argument("id", nargs="?", help="the job's id (a UUID)")
+        cancel.add_argument(
+            "--key", help="cancel the live job holding this idempotency key"
+        )
+        cancel.add_argument("--name", help="the job's name (with --key)")
+        cancel.add_argument(
+            "--tenant", help="the tenant holding the key (with --key; default: any)"
+        )
+        _reason(cancel)
+        _json(cancel)
+        add_actor_argument(cancel)
+        _json(verbs.add_parser("manifest", help="every declared job and task (J7)"))
         for verb in ("pause", "resume"):
             sub = verbs.add_parser(verb, help=f"{verb} a queue")
             sub.add_argument("queue", help="the queue's name")
@@ -150,9 +197,13 @@ class Command(BaseCommand):
             queue=options["queue"],
             name=options["name"],
             tenant=options["tenant"],
+            key=options["key"],
             id_prefix=options["id_prefix"],
+            created_from=instant(options["created_from"], "created_from"),
+            created_to=instant(options["created_to"], "created_to"),
             limit=options["limit"],
             after=options["after"],
+            before=options["before"],
         )
 
     def do_show(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +221,33 @@ class Command(BaseCommand):
 
     def do_cancel(self, options: dict[str, Any]) -> dict[str, Any]:
         who = actor_of(options)
-        api.cancel(options["id"], options["reason"], actor=who)
-        return {"id": options["id"], "state": "cancelled", "actor": who.as_dict()}
+        if options["key"] is None:
+            if options["id"] is None:
+                raise InvalidArgument("id", None, "give a job id, or --name and --key")
+            api.cancel(options["id"], options["reason"], actor=who)
+            return {"id": options["id"], "state": "cancelled", "actor": who.as_dict()}
+        if options["id"] is not None or options["name"] is None:
+            raise InvalidArgument(
+                "key", options["key"], "--key takes --name and no job id"
+            )
+        tenant = {} if options["tenant"] is None else {"tenant": options["tenant"]}
+        cancelled = api.cancel_by_key(
+            options["name"],
+            options["key"],
+            reason=options["reason"],
+            actor=who,
+            **tenant,
+        )
+        return {
+            "id": None if cancelled is None else str(cancelled),
+            "name": options["name"],
+            "key": options["key"],
+            "cancelled": cancelled is not None,
+            "actor": who.as_dict(),
+        }
+
+    def do_manifest(self, options: dict[str, Any]) -> dict[str, Any]:
+        return api.manifest()
 
     def do_remove(self, options: dict[str, Any]) -> dict[str, Any]:
         who = actor_of(options)
@@ -219,15 +295,9 @@ class Command(BaseCommand):
 
     def _print(self, verb: str, result: Any) -> None:
         if verb == "list":
-            for job in result["jobs"]:
-                self.stdout.write(
-                    f"{job['id']}  {job['state']:<9} {job['attempt']}/{job['max_attempts']}  "
-                    f"{job['queue']:<12} {job['name']}"
-                )
-            for row in result.get("unreadable", []):
-                self.stdout.write(f"{row['id']}  UNREADABLE  {row['error']}")
-            if result["next"]:
-                self.stdout.write(f"next page: --after {result['next']}")
+            self._print_list(result)
+        elif verb == "manifest":
+            self._print_manifest(result)
         elif verb == "stats":
             for queue in result:
                 states = " ".join(f"{k}={v}" for k, v in queue["states"].items() if v)
@@ -248,7 +318,53 @@ class Command(BaseCommand):
                     f"in_flight={len(worker['in_flight'])} heartbeat={worker['heartbeat_at']}"
                 )
         elif verb == "show":
-            for key, value in result.items():
-                self.stdout.write(f"{key}: {value}")
+            self._print_show(result)
         else:
             self.stdout.write(" ".join(f"{k}={v}" for k, v in result.items()))
+
+    def _print_manifest(self, result: dict[str, Any]) -> None:
+        for row in result["jobs"]:
+            retry = row["retry"]
+            self.stdout.write(
+                f"job  {row['name']}  queue={row['queue']} "
+                f"attempts={retry['attempts']} ({retry['backoff']}) "
+                f"timeout={row['timeout']} concurrency={row['concurrency']}"
+            )
+        for row in result["tasks"]:
+            fires = ",".join(row["fires"]) if row["fires"] is not None else "?"
+            self.stdout.write(
+                f"task {row['name']}  cron={row['cron']!r} tz={row['tz']} "
+                f"catch_up={row['catch_up']} next={row['next_run']} fires={fires}"
+            )
+
+    def _print_list(self, result: dict[str, Any]) -> None:
+        for job in result["jobs"]:
+            fill = job["backfill"]
+            mark = (
+                f"  [backfill pass {fill['pass']} {fill['status']}: "
+                f"{fill['batches']} batches, {fill['rows']} rows]"
+                if fill and fill["in_flight"]
+                else ""
+            )
+            self.stdout.write(
+                f"{job['id']}  {job['state']:<9} {job['attempt']}/{job['max_attempts']}  "
+                f"{job['queue']:<12} {job['name']}{mark}"
+            )
+        for row in result.get("unreadable", []):
+            self.stdout.write(f"{row['id']}  UNREADABLE  {row['error']}")
+        if result["previous"]:
+            self.stdout.write(f"previous page: --before {result['previous']}")
+        if result["next"]:
+            self.stdout.write(f"next page: --after {result['next']}")
+
+    def _print_show(self, result: dict[str, Any]) -> None:
+        for key, value in result.items():
+            if key != "logs":
+                self.stdout.write(f"{key}: {value}")
+        for group in result["logs"]:
+            dropped = f", {group['dropped']} older not kept" if group["dropped"] else ""
+            self.stdout.write(f"logs of attempt {group['attempt']}{dropped}:")
+            for line in group["entries"]:
+                self.stdout.write(
+                    f"  {line['at']} {line['level']:<7} {line['message']}"
+                )

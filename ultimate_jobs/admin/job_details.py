@@ -1,0 +1,119 @@
+"""What the job pages show beyond the row itself (issue 20): the lines each attempt
+kept through ``run.logger``, the backfill pass a job sweeps (F2), who enqueued it by
+name (H2), and the idempotency-key filter (seed ``cancelByKey``).
+
+Each reads what ``jobs show --json`` reads (the run log rows, the ledger projection,
+the same display names), so the admin and the command line cannot disagree.
+``JobAdmin`` (jobs.py) lists these as read-only fields and a filter; nothing here
+changes a row.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+
+from ultimate_jobs.api.attribution import display_names
+from ultimate_jobs.backfills import ledger
+from ultimate_jobs.models import Job, RunLog
+from ultimate_jobs.observability import runlogs
+
+if TYPE_CHECKING:
+    from django.contrib.admin.views.main import ChangeList
+
+
+@admin.display(description="enqueued by")
+def enqueued_by_name(job: Job) -> str:
+    """The actor's display name, with the key it was recorded under."""
+    if not job.enqueued_by:
+        return "—"
+    name = display_names([job.enqueued_by]).get(job.enqueued_by)
+    return f"{name} ({job.enqueued_by})" if name else job.enqueued_by
+
+
+@admin.display(description="backfill pass")
+def backfill_pass(job: Job) -> str:
+    """The ledger row of the backfill pass this job sweeps (pass, batches, checksum)."""
+    row = ledger.by_job([job.id]).get(job.id)
+    if row is None:
+        return "—"
+    url = reverse("admin:ultimate_jobs_backfillledger_change", args=[row.id])
+    return format_html(
+        '<a href="{}">pass {}</a> of {}: {} ({} batches, {} rows), checksum {}',
+        url,
+        row.id,
+        row.name,
+        row.status,
+        row.batches,
+        row.rows,
+        row.checksum[:12],
+    )
+
+
+@admin.display(description="logs (run.logger)")
+def run_logs(job: Job) -> str:
+    """The lines each attempt kept, grouped by attempt, oldest first."""
+    groups = runlogs.as_json(RunLog.objects.using(job._state.db).filter(job_id=job.id))
+    if not groups:
+        return "—"
+    blocks = []
+    for group in groups:
+        head = f"attempt {group['attempt']}"
+        if group["dropped"]:
+            head += f" ({group['dropped']} older lines not kept)"
+        lines = [
+            f"{line['at']}  {line['level']:<7} {line['message']}"
+            for line in group["entries"]
+        ]
+        blocks.append((head, "\n".join(lines)))
+    return format_html_join("", "<p><strong>{}</strong></p><pre>{}</pre>", blocks)
+
+
+@admin.display(description="idempotency key")
+def same_key_link(job: Job) -> str:
+    """The job's idempotency key, linked to every job that held it."""
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    query = urlencode({KeyFilter.parameter_name: job.idempotency_key})
+    return format_html(
+        '{} (<a href="{}?{}">jobs with this key</a>)', job.idempotency_key, url, query
+    )
+
+
+class KeyFilter(admin.SimpleListFilter):
+    """Jobs holding one idempotency key, exactly (``?key=cart-42``; the detail page of
+    a job links to it). Listed in the sidebar while it is applied."""
+
+    title = "idempotency key"
+    parameter_name = "key"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def has_output(self) -> bool:
+        return bool(self.value())
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        return queryset.filter(idempotency_key=value) if value else queryset
+
+    def choices(self, changelist: ChangeList) -> Any:
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "All",
+        }
+        if self.value():
+            yield {
+                "selected": True,
+                "query_string": changelist.get_query_string(
+                    {self.parameter_name: self.value()}
+                ),
+                "display": self.value(),
+            }
