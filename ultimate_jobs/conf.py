@@ -1,9 +1,12 @@
 """Settings, in order: defaults, settings.ULTIMATE_JOBS, then ULTIMATE_JOBS_<KEY> variables.
 
-No other module reads django.conf.settings or os.environ for these keys. Durations accept
-what declarations accept (seconds, timedelta, "250ms", "5m"); every value is checked here
-and a bad one is a ConfigurationError naming the key and the value, which checks.py
-reports as ultimate_jobs.E002 at `manage.py check`.
+No other module reads django.conf.settings or os.environ for these keys. Every variable
+is read by django-environ through one schema, ``ENV_SCHEMA`` (a cast per key: durations
+through the declarations' own duration parser, so ``ULTIMATE_JOBS_LEASE=2s`` means
+what ``@job(timeout="2s")`` means), from the environment ``load_settings`` is given.
+Durations accept what declarations accept (seconds, timedelta, "250ms", "5m"); every
+value is checked here and a bad one is a ConfigurationError naming the key and the
+value, which checks.py reports as ultimate_jobs.E002 at `manage.py check`.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import dataclasses
 import difflib
 import functools
 import ipaddress
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import environ
@@ -268,23 +272,69 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
     )  # pragma: no cover - guarded by caller
 
 
-# Keys whose variable is not a plain string: read by django-environ, as JSON.
-_ENV_JSON = frozenset({"RETENTION"})
+def _env_duration(value: str) -> float:
+    """A duration from a variable: a number of seconds, or "250ms", "5m", "3d"."""
+    try:
+        seconds: object = float(value)
+    except ValueError:
+        seconds = value
+    return parse_duration(seconds, field="environment")
+
+
+def _env_bool(value: str) -> bool:
+    """Strict: a word that is not a boolean is an error, never False."""
+    words = {"1": True, "true": True, "yes": True, "on": True}
+    words |= {"0": False, "false": False, "no": False, "off": False}
+    if value.strip().lower() not in words:
+        raise ValueError(f"{value!r} is not true or false")
+    return words[value.strip().lower()]
+
+
+# The cast of every ULTIMATE_JOBS_<KEY> variable (django-environ's scheme): one entry
+# per setting, checked by a test. The values then pass the same checks as settings.
+ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
+    **dict.fromkeys(_DURATIONS, _env_duration),
+    **dict.fromkeys(
+        (
+            "CONCURRENCY",
+            "PURGE_BATCH",
+            "PURGE_MAX_BATCHES",
+            "MAX_INPUT_BYTES",
+            "MAX_INPUT_DEPTH",
+            "RUN_LOG_MAX_ENTRIES",
+        ),
+        int,
+    ),
+    **dict.fromkeys(("QUEUES", "REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
+    **dict.fromkeys(("WAKE", "PREPARED_STATEMENTS"), _env_bool),
+    **dict.fromkeys(
+        ("DATABASE", "OUTBOX", "ENVIRONMENT", "APP_VERSION", "LOG_FORMAT"), str
+    ),
+    "RETENTION": json.loads,
+}
+_ENV_EXAMPLES = {
+    json.loads: 'JSON, e.g. \'{"done": {"days": 1}}\'',
+    int: "a whole number",
+}
 
 
 def _reader(environ_: Mapping[str, str]) -> environ.Env:
-    """A django-environ reader over ``environ_`` (not always os.environ)."""
-    env = environ.Env()
+    """A django-environ reader of the ULTIMATE_JOBS_ variables in ``environ_`` (not
+    always os.environ), casting each per ENV_SCHEMA."""
+    env = environ.Env(**{ENV_PREFIX + key: cast for key, cast in ENV_SCHEMA.items()})
     env.ENVIRON = environ_
+    env.prefix = ENV_PREFIX
     return env
 
 
-def _json(env: environ.Env, env_name: str, key: str, raw: str) -> Any:
+def _from_environment(env: environ.Env, key: str, raw: str) -> Any:
     try:
-        return env.json(env_name)
-    except ValueError:
+        return env(key)
+    except (ValueError, TypeError, JobsError) as exc:
+        cast = ENV_SCHEMA[key]
+        expected = _ENV_EXAMPLES.get(cast, "a valid value")
         raise ConfigurationError(
-            key, raw, f'{env_name} is not JSON (e.g. \'{{"done": {{"days": 1}}}}\')'
+            key, raw, f"{ENV_PREFIX}{key} is not {expected}: {exc}"
         ) from None
 
 
@@ -327,13 +377,8 @@ def load_settings(
     merged: dict[str, Any] = dict(values)
     env = _reader(environ_)
     for name in fields:
-        env_name = ENV_PREFIX + name
-        if env_name in environ_:
-            merged[name] = (
-                _json(env, env_name, name, environ_[env_name])
-                if name in _ENV_JSON
-                else environ_[env_name]
-            )
+        if ENV_PREFIX + name in environ_:
+            merged[name] = _from_environment(env, name, environ_[ENV_PREFIX + name])
     cleaned = {key: _clean(key, value) for key, value in merged.items()}
     result = JobsSettings(**cleaned)
     if result.LEASE < 1:

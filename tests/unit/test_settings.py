@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ultimate_jobs import ConfigurationError
@@ -108,3 +110,89 @@ def test_retention_is_read_from_the_injected_environment(monkeypatch):
     assert load_settings({}, env).RETENTION == {"done": {"days": 2}}
     monkeypatch.setenv("ULTIMATE_JOBS_RETENTION", '{"dead": {"days": 9}}')
     assert load_settings({}, {}).RETENTION == {}
+
+
+def test_every_key_is_read_from_the_environment_through_django_environ():
+    """T: one schema, a django-environ cast per key; an injected environment sets
+    every setting, each to its type."""
+    from ultimate_jobs.conf import ENV_SCHEMA, JobsSettings
+
+    keys = {field.name for field in dataclasses.fields(JobsSettings)}
+    assert set(ENV_SCHEMA) == keys  # a new setting must say how it is read
+    env = {
+        "ULTIMATE_JOBS_DATABASE": "jobs",
+        "ULTIMATE_JOBS_QUEUES": "mail,reports",
+        "ULTIMATE_JOBS_CONCURRENCY": "16",
+        "ULTIMATE_JOBS_POLL_INTERVAL": "100ms",
+        "ULTIMATE_JOBS_IDLE_POLL_MAX": "3s",
+        "ULTIMATE_JOBS_WOKEN_IDLE_POLL_MAX": "10s",
+        "ULTIMATE_JOBS_LEASE": "2s",
+        "ULTIMATE_JOBS_HEARTBEAT": "500ms",
+        "ULTIMATE_JOBS_DRAIN_TIMEOUT": "1m",
+        "ULTIMATE_JOBS_OUTBOX": "required",
+        "ULTIMATE_JOBS_RELAY_INTERVAL": "50ms",
+        "ULTIMATE_JOBS_SCHEDULER_TICK": "2",
+        "ULTIMATE_JOBS_SCHEDULER_LEASE": "1m",
+        "ULTIMATE_JOBS_RETENTION": '{"dead": {"days": 3}}',
+        "ULTIMATE_JOBS_ENVIRONMENT": "staging",
+        "ULTIMATE_JOBS_APP_VERSION": "1.2.3",
+        "ULTIMATE_JOBS_WAKE": "off",
+        "ULTIMATE_JOBS_PREPARED_STATEMENTS": "no",
+        "ULTIMATE_JOBS_LOG_FORMAT": "json",
+        "ULTIMATE_JOBS_EVENT_RETENTION": "1d",
+        "ULTIMATE_JOBS_OUTBOX_RETENTION": "2d",
+        "ULTIMATE_JOBS_PURGE_BATCH": "500",
+        "ULTIMATE_JOBS_PURGE_MAX_BATCHES": "7",
+        "ULTIMATE_JOBS_MAX_INPUT_BYTES": "4096",
+        "ULTIMATE_JOBS_MAX_INPUT_DEPTH": "8",
+        "ULTIMATE_JOBS_REDACT": "Password,pin",
+        "ULTIMATE_JOBS_WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/8,::1/128",
+        "ULTIMATE_JOBS_RUN_LOG_MAX_ENTRIES": "0",
+    }
+    assert {name.removeprefix("ULTIMATE_JOBS_") for name in env} == keys
+    read = load_settings({"CONCURRENCY": 2, "LEASE": 30}, env)
+    assert read == JobsSettings(
+        DATABASE="jobs",
+        QUEUES=("mail", "reports"),
+        CONCURRENCY=16,
+        POLL_INTERVAL=0.1,
+        IDLE_POLL_MAX=3.0,
+        WOKEN_IDLE_POLL_MAX=10.0,
+        LEASE=2.0,
+        HEARTBEAT=0.5,
+        DRAIN_TIMEOUT=60.0,
+        OUTBOX="required",
+        RELAY_INTERVAL=0.05,
+        SCHEDULER_TICK=2.0,
+        SCHEDULER_LEASE=60.0,
+        RETENTION={"dead": {"days": 3}},
+        ENVIRONMENT="staging",
+        APP_VERSION="1.2.3",
+        WAKE=False,
+        PREPARED_STATEMENTS=False,
+        LOG_FORMAT="json",
+        EVENT_RETENTION=86400.0,
+        OUTBOX_RETENTION=172800.0,
+        PURGE_BATCH=500,
+        PURGE_MAX_BATCHES=7,
+        MAX_INPUT_BYTES=4096,
+        MAX_INPUT_DEPTH=8,
+        REDACT=("password", "pin"),
+        WEBHOOK_ALLOWED_NETWORKS=("10.0.0.0/8", "::1/128"),
+        RUN_LOG_MAX_ENTRIES=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("ULTIMATE_JOBS_WAKE", "treu", "not true or false"),
+        ("ULTIMATE_JOBS_CONCURRENCY", "many", "a whole number"),
+        ("ULTIMATE_JOBS_LEASE", "soon", "LEASE"),
+        ("ULTIMATE_JOBS_RETENTION", "{done: 1}", "JSON"),
+    ],
+)
+def test_a_bad_variable_names_itself_and_its_value(variable, value, says):
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings({}, {variable: value})
+    assert says in str(refused.value) and value in str(refused.value)
