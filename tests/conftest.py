@@ -11,6 +11,7 @@ for _name in list(os.environ):
     if _name.startswith("ULTIMATE_JOBS_"):
         del os.environ[_name]
 
+import inspect  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -25,22 +26,61 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
+# -- deadlines ------------------------------------------------------------------------
+# Process tests wait on conditions, never on sleeps, and their deadlines come from the
+# configuration the processes run with (lease, poll), stretched for a busy machine: on
+# two shared cores a Django process has taken over 20 s to start. A deadline only
+# bounds how long a FAILING test waits; a passing one returns as soon as its condition
+# holds, so a generous one costs nothing. UJ_TEST_SLACK scales them all (default 4).
+SLACK = float(os.environ.get("UJ_TEST_SLACK", "4"))
+LEASE = 30.0  # the LEASE default (conf.py): how long a lapsed claim takes to free
+IDLE_POLL = 2.0  # the IDLE_POLL_MAX default: a worker that missed a wake-up polls
+PROCESS_START = 30.0  # a quiet machine starts a worker within a few seconds
+ROUND_TRIPS = 5.0  # a claim, a body and its settle on a busy machine, at most
+
+
+def deadline(
+    *, lease: float = LEASE, poll: float = IDLE_POLL, work: float = 0.0
+) -> float:
+    """Seconds to wait for something a worker does within one lease lapse, one idle
+    poll and ``work`` seconds of bodies, stretched by SLACK for a loaded machine."""
+    return SLACK * (lease + poll + work + ROUND_TRIPS)
+
+
+def start_deadline() -> float:
+    """Seconds a ``manage.py`` process may take to start and say so."""
+    return SLACK * PROCESS_START
+
+
+def _describe(predicate: Callable[[], Any]) -> str:
+    """The source of a lambda (``wait_for(lambda: ...)``), else its name."""
+    try:
+        source = inspect.getsource(predicate).strip()
+    except (OSError, TypeError):
+        return getattr(predicate, "__qualname__", repr(predicate))
+    return source if len(source) <= 300 else source[:300] + "..."
+
 
 def wait_for(
     predicate: Callable[[], Any],
-    timeout: float = 20.0,
+    timeout: float | None = None,
     interval: float = 0.02,
     message: str = "",
 ) -> Any:
-    """Poll ``predicate`` until it answers something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until it answers something truthy; fail after ``timeout``
+    (default: ``deadline()``), naming what was awaited and the last answer."""
+    timeout = deadline() if timeout is None else timeout
+    started = time.monotonic()
+    limit = started + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
+        if time.monotonic() > limit:
+            waited = time.monotonic() - started
             raise AssertionError(
-                f"timed out after {timeout}s waiting for {message or predicate}"
+                f"timed out after {waited:.1f}s (deadline {timeout:.1f}s) waiting for "
+                f"{message or _describe(predicate)}; last answer: {value!r}"
             )
         time.sleep(interval)
 
@@ -83,6 +123,8 @@ class WorkerProcess:
         command: str = "jobs_worker",
     ) -> None:
         self.log_path = log_path
+        self.command = command
+        self.args = args
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), command, *args],
@@ -100,10 +142,21 @@ class WorkerProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def wait_log(self, text: str, timeout: float = 20.0) -> None:
+    def wait_log(self, text: str, timeout: float | None = None) -> None:
+        """Wait for ``text`` in the process's output (default: a start deadline)."""
         wait_for(
-            lambda: text in self.log(), timeout, message=f"{text!r} in the worker log"
+            lambda: text in self.log() or self.proc.poll() is not None,
+            start_deadline() if timeout is None else timeout,
+            message=f"{text!r} in the log of {self.describe()}",
         )
+        if text not in self.log():
+            raise AssertionError(
+                f"{self.describe()} exited ({self.proc.returncode}) before logging "
+                f"{text!r}; its log ends:\n{self.log()[-2000:]}"
+            )
+
+    def describe(self) -> str:
+        return f"{self.command} {' '.join(self.args)} (pid {self.pid})"
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
@@ -115,8 +168,16 @@ class WorkerProcess:
         self.proc.kill()
         self.proc.wait(10)
 
-    def wait(self, timeout: float = 30.0) -> int:
-        return self.proc.wait(timeout)
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to exit (default: a start deadline: a drain is
+        bounded by DRAIN_TIMEOUT, far shorter); answer its exit code."""
+        try:
+            return self.proc.wait(start_deadline() if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.describe()} still running after {timeout or start_deadline()}s;"
+                f" its log ends:\n{self.log()[-2000:]}"
+            ) from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -142,7 +142,7 @@ def test_a_busy_worker_finishes_its_job_once_across_a_restart(
     wait_for(lambda: Path(flag + ".log").exists())
     private_pg.restart()  # the body is mid-run; its worker's connections all break
     Path(flag + ".release").touch()
-    wait_for(lambda: job_state(private_pg, job_id) == ("done", 1), timeout=30)
+    wait_for(lambda: job_state(private_pg, job_id) == ("done", 1))
     assert Path(flag + ".log").read_text() == "started 1\nfinished 1\n"
     # A job enqueued afterwards runs, and none of the finished ones ran again.
     after = enqueue(private_pg, touch, key="after-busy", tenant="t")
