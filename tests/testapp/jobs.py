@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from ultimate_jobs import (
     NO_TENANT,
@@ -55,6 +56,12 @@ async def atouch(run: Run, key: str) -> str:
 
     await sync_to_async(record)(run, key, "ran-async")
     return key
+
+
+@job(idempotency_key=lambda p: p["key"], tenant=lambda p: p.get("tenant", "t"))
+def anything(run: Run, key: Any, value: Any = None, tenant: Any = None) -> None:
+    """Takes any key, value and tenant the caller gives: the property tests
+    (tests/integration/test_properties.py) read back what an enqueue wrote."""
 
 
 @job(idempotency_key=by_key, tenant=NO_TENANT)
