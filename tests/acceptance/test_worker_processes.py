@@ -203,3 +203,44 @@ def test_processes_supervises_children_and_restarts_one_that_dies(start_worker):
     supervisor.terminate()
     assert supervisor.wait() == 0
     assert "jobs.supervisor.stopped" in supervisor.log()
+
+
+def test_a_failed_release_at_the_drain_deadline_leaves_the_row_to_its_lease(
+    start_worker, second_connection
+):
+    """W6, W5: at the drain deadline the worker hands back a body that ignored its
+    token, but the release fails (its session was cut during the drain): it logs
+    jobs.worker.release-failed and exits all the same; the row stays running under
+    its old claim until the lease lapses, and then another worker runs it."""
+    answer = hold.enqueue(key="unreleased", seconds=120, honour_cancel=False)
+    worker = start_worker(
+        "--concurrency", "1", "--worker-id", "unreleasing",
+        DRAIN_TIMEOUT="5s", LEASE="2s",
+    )  # fmt: skip
+    wait_for(lambda: events("unreleased"), message="the body to start")
+    claim = Job.objects.values_list("lease_owner", flat=True).get(pk=answer.id)
+    worker.terminate()
+    worker.wait_log("jobs.process.draining")
+    cut = second_connection.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = 'ultimate_jobs worker unreleasing'"
+    ).fetchall()
+    assert cut  # the claim loop's session, which the drain's release uses
+    assert worker.wait() == 0
+    assert "jobs.worker.drain-abandoned" in worker.log()
+    assert "jobs.worker.release-failed" in worker.log()
+    job = Job.objects.get(pk=answer.id)
+    assert (job.state, job.attempt, job.lease_owner) == ("running", 1, claim)
+    release("unreleased")
+    start_worker("--concurrency", "1", LEASE="2s")
+    wait_for(
+        lambda: state_of(answer.id) == ("done", 2),
+        timeout=deadline(lease=2),
+        message="the lapsed claim run again by the next worker",
+    )
+    assert [e[:2] for e in events("unreleased")] == [
+        ("started", 1),
+        ("release", 0),
+        ("started", 2),
+        ("finished", 2),
+    ]

@@ -192,6 +192,20 @@ def watched(run: Run, key: str, fail: bool = False) -> None:
         raise RuntimeError("watched failure")
 
 
+hook_calls: list[str] = []
+
+
+def failing_hook(settled) -> None:
+    hook_calls.append(str(settled.outcome))
+    raise RuntimeError("the notification service is down")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, on_settled=failing_hook)
+def hooked(run: Run, key: str) -> None:
+    """Completes; its on_settled hook always raises (P4: 3 tries, then logged)."""
+    record(run, key, "ran")
+
+
 @job(idempotency_key=by_key, tenant=NO_TENANT)
 def chatty(run: Run, key: str) -> None:
     """Log through the run's logger and through a logger that knows nothing of the job
