@@ -12,9 +12,11 @@ for _name in list(os.environ):
         del os.environ[_name]
 
 import inspect  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -186,9 +188,111 @@ class WorkerProcess:
         self._log.close()
 
 
+# -- PgBouncer ------------------------------------------------------------------------
+# UJ_TEST_PGBOUNCER=1 runs every worker, relay and scheduler process of the suite through
+# a real PgBouncer in transaction mode (the deployment docs/worker.md describes), with
+# WAKE=False and PREPARED_STATEMENTS=False. Tests that need LISTEN/NOTIFY are marked
+# ``needs_wake``, tests that find a worker's server session ``needs_session``; both
+# are skipped there. .ci/run runs that leg over a subset of the process
+# tests.
+PGBOUNCER = os.environ.get("UJ_TEST_PGBOUNCER", "") == "1"
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if not PGBOUNCER:
+        return
+    reasons = {
+        "needs_wake": "needs LISTEN/NOTIFY: WAKE=False behind PgBouncer",
+        "needs_session": "addresses a worker's server session: PgBouncer pools them",
+    }
+    for item in items:
+        for marker, reason in reasons.items():
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class PgBouncer:
+    """A pgbouncer process in transaction mode on a free local port, in front of the
+    PostgreSQL server the tests use; its files live in a temporary directory."""
+
+    def __init__(self, settings_dict: dict[str, Any], directory: Path) -> None:
+        import socket
+
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not Path(binary).exists():
+            raise RuntimeError("UJ_TEST_PGBOUNCER=1 needs pgbouncer (apt-get install)")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        host = settings_dict.get("HOST") or "127.0.0.1"
+        port = settings_dict.get("PORT") or 5432
+        user = settings_dict.get("USER") or "postgres"
+        directory.chmod(0o777)  # pgbouncer drops root for the postgres user
+        (directory / "users.txt").write_text(f'"{user}" ""\n')
+        config = directory / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"* = host={host} port={port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir =\nauth_type = trust\nauth_file = {directory}/users.txt\n"
+            "pool_mode = transaction\nmax_client_conn = 1000\n"
+            "default_pool_size = 60\n"
+            # psycopg sends `options` (-c jit=off); a pooler cannot honour it per client.
+            "ignore_startup_parameters = extra_float_digits,options\n"
+            f"logfile = {directory}/pgbouncer.log\npidfile = {directory}/pgbouncer.pid\n"
+        )
+        (directory / "pgbouncer.log").touch()
+        for path in directory.iterdir():
+            path.chmod(0o666)
+        command = [binary, "-d", str(config)]
+        if os.geteuid() == 0:
+            command[1:1] = ["-u", "postgres"]
+        subprocess.run(command, check=True, timeout=30)
+        self.pidfile = directory / "pgbouncer.pid"
+        self.settings_dict = {**settings_dict, "HOST": "127.0.0.1", "PORT": self.port}
+        wait_for(
+            lambda: self._answers(), timeout=start_deadline(), message="pgbouncer up"
+        )
+
+    def _answers(self) -> bool:
+        try:
+            with psycopg.connect(**conninfo(self.settings_dict)) as conn:
+                return conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self) -> None:
+        if self.pidfile.exists():
+            os.kill(int(self.pidfile.read_text().split()[0]), signal.SIGTERM)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(django_db_setup: Any, tmp_path_factory: Any) -> Iterator[str | None]:
+    """The DATABASE_URL of the test database through PgBouncer (UJ_TEST_PGBOUNCER=1),
+    or None: worker processes then reach the database directly."""
+    if not PGBOUNCER:
+        yield None
+        return
+    from django.db import connection
+
+    # Not under pytest's tmp_path: its parents are private to root, and pgbouncer runs
+    # as the postgres user.
+    directory = Path(tempfile.mkdtemp(prefix="uj-pgbouncer-"))
+    bouncer = PgBouncer(connection.settings_dict, directory)
+    try:
+        yield database_url(bouncer.settings_dict)
+    finally:
+        bouncer.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
-def worker_env(django_db_setup: Any, settings: Any) -> Callable[..., dict[str, str]]:
-    """The environment a worker subprocess needs to reach the test database."""
+def worker_env(
+    django_db_setup: Any, settings: Any, pgbouncer_url: str | None
+) -> Callable[..., dict[str, str]]:
+    """The environment a worker subprocess needs to reach the test database (through
+    PgBouncer when UJ_TEST_PGBOUNCER=1 and no other database is named)."""
     from django.db import connection
 
     def make(database_url_: str | None = None, **overrides: str) -> dict[str, str]:
@@ -198,6 +302,10 @@ def worker_env(django_db_setup: Any, settings: Any) -> Callable[..., dict[str, s
         env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
         env["DATABASE_URL"] = database_url_ or database_url(connection.settings_dict)
         env["PYTHONUNBUFFERED"] = "1"
+        if pgbouncer_url is not None and database_url_ is None:
+            env["DATABASE_URL"] = pgbouncer_url
+            env["ULTIMATE_JOBS_WAKE"] = "false"
+            env["ULTIMATE_JOBS_PREPARED_STATEMENTS"] = "false"
         env.update({f"ULTIMATE_JOBS_{k}": v for k, v in overrides.items()})
         return env
 

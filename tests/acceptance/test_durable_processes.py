@@ -98,6 +98,7 @@ def test_an_atomic_step_killed_before_its_commit_leaves_no_row(start_worker, tmp
     assert (step.kind, step.output) == ("atomic", {"written": "atom"})
 
 
+@pytest.mark.needs_wake
 def test_wait_for_event_resumes_promptly_after_a_publication_from_another_process(
     start_worker, capsys
 ):
@@ -153,6 +154,7 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
     assert max(delays) < 30000
 
 
+@pytest.mark.needs_wake
 def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_worker):
     """S3: the sleeping run holds no slot (another job runs meanwhile on the one
     handler), and wakes on time with every poll a minute apart: only the worker's

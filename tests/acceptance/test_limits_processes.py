@@ -254,6 +254,7 @@ def test_a_tenant_rate_budget_spaces_the_starts_of_one_tenant(start_worker):
     assert len(spans("other")) == 4
 
 
+@pytest.mark.needs_wake
 def test_a_paused_queue_is_claimed_by_no_worker_and_resume_wakes_them(start_worker):
     """L4, N1, Done-when 5: both workers claim after the pause (their other queue's
     job runs) and skip the paused queue's older rows; the resume's announcement,

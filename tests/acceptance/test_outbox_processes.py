@@ -257,6 +257,7 @@ def test_two_relays_racing_over_2000_rows_publish_each_exactly_once(start_relay)
     print(f"\nrows published per relay: {shares}")
 
 
+@pytest.mark.needs_session  # waits for the killed relay's server session to end
 @pytest.mark.parametrize("moment", ["publishing", "after its publish landed"])
 def test_a_relay_killed_mid_batch_loses_nothing_and_doubles_nothing(
     start_relay, start_worker, lock_jobs_table, moment
@@ -361,6 +362,7 @@ def percentiles(samples: list[float]) -> str:
     return f"median {statistics.median(ordered):6.2f} ms  p99 {p99:7.2f} ms"
 
 
+@pytest.mark.needs_wake
 @pytest.mark.parametrize(
     "arrangement", ["relay and worker processes", "jobs_worker", "direct"]
 )

@@ -205,6 +205,7 @@ def test_processes_supervises_children_and_restarts_one_that_dies(start_worker):
     assert "jobs.supervisor.stopped" in supervisor.log()
 
 
+@pytest.mark.needs_session
 def test_a_failed_release_at_the_drain_deadline_leaves_the_row_to_its_lease(
     start_worker, second_connection
 ):
