@@ -99,29 +99,37 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         flush=True,
     )
     fleet.start()
-    fleet.wait_ready(timeout=120)
-    start = time.time()  # the table's clock: from the fleet being up
-    window_start = datetime.now(UTC)
-    enqueuer = threading.Thread(target=workload.run, args=(work, phase), daemon=True)
-    enqueuer.start()
-    gap = (phase - outage) / (len(faults) + 1)
-    for fault in faults:
-        time.sleep(gap)
-        inject(fleet, fault, outage=outage, pick=fault.index)
+    try:
+        fleet.wait_ready(timeout=120)
+        start = time.time()  # the table's clock: from the fleet being up
+        window_start = datetime.now(UTC)
+        enqueuer = threading.Thread(
+            target=workload.run, args=(work, phase), daemon=True
+        )
+        enqueuer.start()
+        gap = (phase - outage) / (len(faults) + 1)
+        for fault in faults:
+            time.sleep(gap)
+            inject(fleet, fault, outage=outage, pick=fault.index)
+            print(
+                f"    fault {fault.index:2d}/{len(faults)} at {fault.at - start:5.0f} s:"
+                f" {fault.kind} {fault.target}: {'; '.join(fault.outcome)}",
+                flush=True,
+            )
+        enqueuer.join()
+        if work.error is not None:
+            raise RuntimeError("the enqueuing thread failed") from work.error
+        faults_end = time.time()
         print(
-            f"    fault {fault.index:2d}/{len(faults)} at {fault.at - start:5.0f} s:"
-            f" {fault.kind} {fault.target}: {'; '.join(fault.outcome)}",
+            f"==> faults done at {faults_end - start:.0f} s; {len(work.expected)} jobs"
+            f" enqueued ({work.retried_waves} waves sent again); settling",
             flush=True,
         )
-    enqueuer.join()
-    faults_end = time.time()
-    print(
-        f"==> faults done at {faults_end - start:.0f} s; {len(work.expected)} jobs"
-        f" enqueued ({work.retried_waves} waves sent again); settling",
-        flush=True,
-    )
-    settled = settle(work, deadline=LEASE * 6 + 90)
-    window_end = datetime.now(UTC)
+        settled = settle(work, deadline=LEASE * 6 + 90)
+        window_end = datetime.now(UTC)
+    except BaseException:  # never leave the fleet running
+        fleet.stop(timeout=10)
+        raise
     codes = fleet.stop(timeout=30)
     duration = time.time() - start
     print(

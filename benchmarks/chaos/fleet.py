@@ -153,7 +153,8 @@ class Fleet:
         """SIGTERM every process (each drains), then SIGKILL what is left; answers
         the exit codes of the last generation of each slot."""
         self._stopping.set()
-        self._supervisor.join()
+        if self._supervisor.is_alive():
+            self._supervisor.join()
         with self._lock:
             last = dict(self.current)
         for generation in last.values():

@@ -46,6 +46,7 @@ class Workload:
     retried_waves: int = 0
     events: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None  # what stopped the enqueuing thread, if any
 
     def kinds(self) -> Counter[str]:
         return Counter(self.expected.values())
@@ -56,7 +57,7 @@ def inputs(
 ) -> list[dict[str, Any]]:
     keys = [f"{kind}-{wave}-{i}" for i in range(count)]
     if kind in ("plain", "staged"):
-        return [{"key": k, "ms": rng.randint(1, 40)} for k in keys]
+        return [{"key": k, "ms": rng.randint(20, 250)} for k in keys]
     if kind == "retrying":
         return [{"key": k, "fails": rng.randint(1, 2)} for k in keys]
     if kind == "keyed":
@@ -136,7 +137,18 @@ def publish_go(work: Workload, keys: list[str]) -> None:
 
 
 def run(work: Workload, duration: float) -> None:
-    """Enqueue ``work.total`` jobs in ``work.waves`` waves spread over ``duration``."""
+    """Enqueue ``work.total`` jobs in ``work.waves`` waves spread over ``duration``
+    (in a thread: an error is kept in ``work.error`` for the driver to raise)."""
+    try:
+        _run(work, duration)
+    except BaseException as exc:
+        work.error = exc
+        raise
+    finally:
+        work.done.set()
+
+
+def _run(work: Workload, duration: float) -> None:
     rng = random.Random(work.seed)
     per_wave = max(work.total // work.waves, 1)
     started = time.monotonic()
@@ -158,4 +170,3 @@ def run(work: Workload, duration: float) -> None:
         sent += count
         due = started + duration * (wave + 1) / work.waves
         time.sleep(max(due - time.monotonic(), 0))
-    work.done.set()
