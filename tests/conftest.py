@@ -193,8 +193,7 @@ class WorkerProcess:
 # a real PgBouncer in transaction mode (the deployment docs/worker.md describes), with
 # WAKE=False and PREPARED_STATEMENTS=False. Tests that need LISTEN/NOTIFY are marked
 # ``needs_wake``, tests that find a worker's server session ``needs_session``; both
-# are skipped there. .ci/run runs that leg over a subset of the process
-# tests.
+# are skipped there. .ci/run runs that leg over a subset of the process tests.
 PGBOUNCER = os.environ.get("UJ_TEST_PGBOUNCER", "") == "1"
 
 
@@ -268,7 +267,7 @@ class PgBouncer:
 
 
 @pytest.fixture(scope="session")
-def pgbouncer_url(django_db_setup: Any, tmp_path_factory: Any) -> Iterator[str | None]:
+def pgbouncer_url(django_db_setup: Any) -> Iterator[str | None]:
     """The DATABASE_URL of the test database through PgBouncer (UJ_TEST_PGBOUNCER=1),
     or None: worker processes then reach the database directly."""
     if not PGBOUNCER:
