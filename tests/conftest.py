@@ -87,6 +87,33 @@ def wait_for(
         time.sleep(interval)
 
 
+def wait_for_progress(
+    count: Callable[[], int],
+    target: int,
+    *,
+    stall: float | None = None,
+    interval: float = 0.25,
+    message: str = "",
+) -> None:
+    """Wait until ``count()`` reaches ``target``; fail only once it has not moved for
+    ``stall`` seconds (default: ``deadline()``). For waits on volume (thousands of
+    jobs): a loaded machine makes them slower, not stuck, so no total is imposed."""
+    stall = deadline() if stall is None else stall
+    started = last_move = time.monotonic()
+    seen = count()
+    while seen < target:
+        time.sleep(interval)
+        now_seen = count()
+        if now_seen != seen:
+            seen, last_move = now_seen, time.monotonic()
+        elif time.monotonic() - last_move > stall:
+            raise AssertionError(
+                f"stuck at {seen} of {target} for {stall:.1f}s (after "
+                f"{time.monotonic() - started:.1f}s in all) waiting for "
+                f"{message or _describe(count)}"
+            )
+
+
 def database_url(settings_dict: dict[str, Any]) -> str:
     """A DATABASE_URL (django-environ's form) for the database Django is connected to."""
     user = quote(settings_dict.get("USER") or "postgres", safe="")

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 from django.db.models import Max
 
-from tests.conftest import deadline, wait_for
+from tests.conftest import deadline, wait_for, wait_for_progress
 from tests.testapp.jobs import (
     capped,
     exclusive,
@@ -75,7 +75,7 @@ def test_three_workers_never_run_more_than_a_job_cap_at_once(start_worker):
     for _ in range(3):
         start_worker("--concurrency", "4")
     capped.enqueue_many([{"key": f"c{i}"} for i in range(200)])
-    wait_for(lambda: done(capped.name) == 200, timeout=deadline(work=30), interval=0.25)
+    wait_for_progress(lambda: done(capped.name), 200, message="200 capped runs done")
     intervals = spans("capped")
     assert len(intervals) == 200
     assert all(start < end for start, end in intervals)
@@ -92,10 +92,8 @@ def test_a_keyed_limit_runs_one_per_key_and_the_keys_in_parallel(start_worker):
     per_account.enqueue_many(
         [{"key": f"{a}-{i}", "account": a} for i in range(20) for a in accounts]
     )
-    wait_for(
-        lambda: done(per_account.name) == 200,
-        timeout=deadline(work=30),
-        interval=0.25,
+    wait_for_progress(
+        lambda: done(per_account.name), 200, message="200 keyed runs done"
     )
     everything = []
     for account in accounts:
@@ -181,8 +179,10 @@ def test_a_tenant_burst_does_not_starve_another_tenant_under_a_per_tenant_budget
     tenant_work.enqueue_many([{"key": f"a{i}", "tenant": "burst"} for i in range(5000)])
     tenant_work.enqueue_many([{"key": f"b{i}", "tenant": "steady"} for i in range(50)])
     steady = Job.objects.filter(tenant_id="steady")
-    wait_for(
-        lambda: steady.filter(state="done").count() == 50, timeout=deadline(work=30)
+    wait_for_progress(
+        lambda: steady.filter(state="done").count(),
+        50,
+        message="the steady tenant's 50 runs done",
     )
     last = steady.aggregate(last=Max("finished_at"))["last"]
     burst_done = Job.objects.filter(

@@ -25,6 +25,7 @@ from tests.conftest import (
     deadline,
     start_deadline,
     wait_for,
+    wait_for_progress,
 )
 from tests.testapp.jobs import charge_card, create_invoice, noop, pickup_stamp, touch
 from tests.testapp.models import Record
@@ -245,11 +246,7 @@ def test_two_relays_racing_over_2000_rows_publish_each_exactly_once(start_relay)
     for t in range(20, 40):  # more arrive while they race
         with transaction.atomic():
             staged += noop.enqueue_many([{"key": f"{t}-{i}"} for i in range(50)])
-    wait_for(
-        lambda: published_count() == 2000,
-        timeout=deadline(work=20),
-        message="2000 published",
-    )
+    wait_for_progress(published_count, 2000, message="2000 rows published")
     assert set(Job.objects.values_list("id", flat=True)) == {a.id for a in staged}
     assert set(OutboxMessage.objects.values_list("claims", flat=True)) == {1}
     shares = [inserted_by(r) for r in relays]

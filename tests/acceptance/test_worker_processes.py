@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import deadline, start_deadline, wait_for
+from tests.conftest import deadline, start_deadline, wait_for, wait_for_progress
 from tests.testapp.jobs import atouch, crash, hold, touch
 from tests.testapp.models import Record
 from ultimate_jobs.db import DjangoDatabase
@@ -158,10 +158,10 @@ def test_two_workers_draining_5000_jobs_run_each_exactly_once(start_worker):
     touch.enqueue_many([{"key": f"j{i}", "tenant": "t"} for i in range(5000)])
     first = start_worker("--concurrency", "8")
     second = start_worker("--concurrency", "8")
-    wait_for(
-        lambda: Job.objects.filter(state="done").count() == 5000,
-        timeout=deadline(work=60),
-        interval=0.25,
+    wait_for_progress(
+        lambda: Job.objects.filter(state="done").count(),
+        5000,
+        message="5000 jobs done",
     )
     assert Record.objects.count() == 5000
     assert Record.objects.values("key").distinct().count() == 5000
