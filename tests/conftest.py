@@ -11,9 +11,12 @@ for _name in list(os.environ):
     if _name.startswith("ULTIMATE_JOBS_"):
         del os.environ[_name]
 
+import inspect  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -25,24 +28,90 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
+# -- deadlines ------------------------------------------------------------------------
+# Process tests wait on conditions, never on sleeps, and their deadlines come from the
+# configuration the processes run with (lease, poll), stretched for a busy machine: on
+# two shared cores a Django process has taken over 20 s to start. A deadline only
+# bounds how long a FAILING test waits; a passing one returns as soon as its condition
+# holds, so a generous one costs nothing. UJ_TEST_SLACK scales them all (default 4).
+SLACK = float(os.environ.get("UJ_TEST_SLACK", "4"))
+LEASE = 30.0  # the LEASE default (conf.py): how long a lapsed claim takes to free
+IDLE_POLL = 2.0  # the IDLE_POLL_MAX default: a worker that missed a wake-up polls
+PROCESS_START = 30.0  # a quiet machine starts a worker within a few seconds
+ROUND_TRIPS = 5.0  # a claim, a body and its settle on a busy machine, at most
+
+
+def deadline(
+    *, lease: float = LEASE, poll: float = IDLE_POLL, work: float = 0.0
+) -> float:
+    """Seconds to wait for something a worker does within one lease lapse, one idle
+    poll and ``work`` seconds of bodies, stretched by SLACK for a loaded machine."""
+    return SLACK * (lease + poll + work + ROUND_TRIPS)
+
+
+def start_deadline() -> float:
+    """Seconds a ``manage.py`` process may take to start and say so."""
+    return SLACK * PROCESS_START
+
+
+def _describe(predicate: Callable[[], Any]) -> str:
+    """The source of a lambda (``wait_for(lambda: ...)``), else its name."""
+    try:
+        source = inspect.getsource(predicate).strip()
+    except (OSError, TypeError):
+        return getattr(predicate, "__qualname__", repr(predicate))
+    return source if len(source) <= 300 else source[:300] + "..."
+
 
 def wait_for(
     predicate: Callable[[], Any],
-    timeout: float = 20.0,
+    timeout: float | None = None,
     interval: float = 0.02,
     message: str = "",
 ) -> Any:
-    """Poll ``predicate`` until it answers something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until it answers something truthy; fail after ``timeout``
+    (default: ``deadline()``), naming what was awaited and the last answer."""
+    timeout = deadline() if timeout is None else timeout
+    started = time.monotonic()
+    limit = started + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
+        if time.monotonic() > limit:
+            waited = time.monotonic() - started
             raise AssertionError(
-                f"timed out after {timeout}s waiting for {message or predicate}"
+                f"timed out after {waited:.1f}s (deadline {timeout:.1f}s) waiting for "
+                f"{message or _describe(predicate)}; last answer: {value!r}"
             )
         time.sleep(interval)
+
+
+def wait_for_progress(
+    count: Callable[[], int],
+    target: int,
+    *,
+    stall: float | None = None,
+    interval: float = 0.25,
+    message: str = "",
+) -> None:
+    """Wait until ``count()`` reaches ``target``; fail only once it has not moved for
+    ``stall`` seconds (default: ``deadline()``). For waits on volume (thousands of
+    jobs): a loaded machine makes them slower, not stuck, so no total is imposed."""
+    stall = deadline() if stall is None else stall
+    started = last_move = time.monotonic()
+    seen = count()
+    while seen < target:
+        time.sleep(interval)
+        now_seen = count()
+        if now_seen != seen:
+            seen, last_move = now_seen, time.monotonic()
+        elif time.monotonic() - last_move > stall:
+            raise AssertionError(
+                f"stuck at {seen} of {target} for {stall:.1f}s (after "
+                f"{time.monotonic() - started:.1f}s in all) waiting for "
+                f"{message or _describe(count)}"
+            )
 
 
 def database_url(settings_dict: dict[str, Any]) -> str:
@@ -83,6 +152,8 @@ class WorkerProcess:
         command: str = "jobs_worker",
     ) -> None:
         self.log_path = log_path
+        self.command = command
+        self.args = args
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), command, *args],
@@ -100,10 +171,21 @@ class WorkerProcess:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def wait_log(self, text: str, timeout: float = 20.0) -> None:
+    def wait_log(self, text: str, timeout: float | None = None) -> None:
+        """Wait for ``text`` in the process's output (default: a start deadline)."""
         wait_for(
-            lambda: text in self.log(), timeout, message=f"{text!r} in the worker log"
+            lambda: text in self.log() or self.proc.poll() is not None,
+            start_deadline() if timeout is None else timeout,
+            message=f"{text!r} in the log of {self.describe()}",
         )
+        if text not in self.log():
+            raise AssertionError(
+                f"{self.describe()} exited ({self.proc.returncode}) before logging "
+                f"{text!r}; its log ends:\n{self.log()[-2000:]}"
+            )
+
+    def describe(self) -> str:
+        return f"{self.command} {' '.join(self.args)} (pid {self.pid})"
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
@@ -115,8 +197,16 @@ class WorkerProcess:
         self.proc.kill()
         self.proc.wait(10)
 
-    def wait(self, timeout: float = 30.0) -> int:
-        return self.proc.wait(timeout)
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to exit (default: a start deadline: a drain is
+        bounded by DRAIN_TIMEOUT, far shorter); answer its exit code."""
+        try:
+            return self.proc.wait(start_deadline() if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.describe()} still running after {timeout or start_deadline()}s;"
+                f" its log ends:\n{self.log()[-2000:]}"
+            ) from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -125,9 +215,110 @@ class WorkerProcess:
         self._log.close()
 
 
+# -- PgBouncer ------------------------------------------------------------------------
+# UJ_TEST_PGBOUNCER=1 runs every worker, relay and scheduler process of the suite through
+# a real PgBouncer in transaction mode (the deployment docs/worker.md describes), with
+# WAKE=False and PREPARED_STATEMENTS=False. Tests that need LISTEN/NOTIFY are marked
+# ``needs_wake``, tests that find a worker's server session ``needs_session``; both
+# are skipped there. .ci/run runs that leg over a subset of the process tests.
+PGBOUNCER = os.environ.get("UJ_TEST_PGBOUNCER", "") == "1"
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if not PGBOUNCER:
+        return
+    reasons = {
+        "needs_wake": "needs LISTEN/NOTIFY: WAKE=False behind PgBouncer",
+        "needs_session": "addresses a worker's server session: PgBouncer pools them",
+    }
+    for item in items:
+        for marker, reason in reasons.items():
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class PgBouncer:
+    """A pgbouncer process in transaction mode on a free local port, in front of the
+    PostgreSQL server the tests use; its files live in a temporary directory."""
+
+    def __init__(self, settings_dict: dict[str, Any], directory: Path) -> None:
+        import socket
+
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not Path(binary).exists():
+            raise RuntimeError("UJ_TEST_PGBOUNCER=1 needs pgbouncer (apt-get install)")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        host = settings_dict.get("HOST") or "127.0.0.1"
+        port = settings_dict.get("PORT") or 5432
+        user = settings_dict.get("USER") or "postgres"
+        directory.chmod(0o777)  # pgbouncer drops root for the postgres user
+        (directory / "users.txt").write_text(f'"{user}" ""\n')
+        config = directory / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"* = host={host} port={port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir =\nauth_type = trust\nauth_file = {directory}/users.txt\n"
+            "pool_mode = transaction\nmax_client_conn = 1000\n"
+            "default_pool_size = 60\n"
+            # psycopg sends `options` (-c jit=off); a pooler cannot honour it per client.
+            "ignore_startup_parameters = extra_float_digits,options\n"
+            f"logfile = {directory}/pgbouncer.log\npidfile = {directory}/pgbouncer.pid\n"
+        )
+        (directory / "pgbouncer.log").touch()
+        for path in directory.iterdir():
+            path.chmod(0o666)
+        command = [binary, "-d", str(config)]
+        if os.geteuid() == 0:
+            command[1:1] = ["-u", "postgres"]
+        subprocess.run(command, check=True, timeout=30)
+        self.pidfile = directory / "pgbouncer.pid"
+        self.settings_dict = {**settings_dict, "HOST": "127.0.0.1", "PORT": self.port}
+        wait_for(
+            lambda: self._answers(), timeout=start_deadline(), message="pgbouncer up"
+        )
+
+    def _answers(self) -> bool:
+        try:
+            with psycopg.connect(**conninfo(self.settings_dict)) as conn:
+                return conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self) -> None:
+        if self.pidfile.exists():
+            os.kill(int(self.pidfile.read_text().split()[0]), signal.SIGTERM)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(django_db_setup: Any) -> Iterator[str | None]:
+    """The DATABASE_URL of the test database through PgBouncer (UJ_TEST_PGBOUNCER=1),
+    or None: worker processes then reach the database directly."""
+    if not PGBOUNCER:
+        yield None
+        return
+    from django.db import connection
+
+    # Not under pytest's tmp_path: its parents are private to root, and pgbouncer runs
+    # as the postgres user.
+    directory = Path(tempfile.mkdtemp(prefix="uj-pgbouncer-"))
+    bouncer = PgBouncer(connection.settings_dict, directory)
+    try:
+        yield database_url(bouncer.settings_dict)
+    finally:
+        bouncer.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
-def worker_env(django_db_setup: Any, settings: Any) -> Callable[..., dict[str, str]]:
-    """The environment a worker subprocess needs to reach the test database."""
+def worker_env(
+    django_db_setup: Any, settings: Any, pgbouncer_url: str | None
+) -> Callable[..., dict[str, str]]:
+    """The environment a worker subprocess needs to reach the test database (through
+    PgBouncer when UJ_TEST_PGBOUNCER=1 and no other database is named)."""
     from django.db import connection
 
     def make(database_url_: str | None = None, **overrides: str) -> dict[str, str]:
@@ -137,6 +328,10 @@ def worker_env(django_db_setup: Any, settings: Any) -> Callable[..., dict[str, s
         env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
         env["DATABASE_URL"] = database_url_ or database_url(connection.settings_dict)
         env["PYTHONUNBUFFERED"] = "1"
+        if pgbouncer_url is not None and database_url_ is None:
+            env["DATABASE_URL"] = pgbouncer_url
+            env["ULTIMATE_JOBS_WAKE"] = "false"
+            env["ULTIMATE_JOBS_PREPARED_STATEMENTS"] = "false"
         env.update({f"ULTIMATE_JOBS_{k}": v for k, v in overrides.items()})
         return env
 

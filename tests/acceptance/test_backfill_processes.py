@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import deadline, wait_for
 from tests.testapp.backfill_jobs import KEY, records_backfill
 from tests.testapp.models import Record
 from ultimate_jobs.models import BackfillLedger, Job, JobStep
@@ -28,7 +28,7 @@ def test_a_worker_killed_mid_pass_is_resumed_at_its_batch(
 
     answer = records_backfill.enqueue()
     first = start_worker("--concurrency", "1", LEASE="2s", ENVIRONMENT="acceptance")
-    wait_for(lambda: Path(f"{hold}.reached").exists(), timeout=30)
+    wait_for(lambda: Path(f"{hold}.reached").exists())
     # Batch 2 is in handle(), before its writes; batches 0 and 1 are checkpointed.
     assert sorted(
         JobStep.objects.filter(job_id=answer.id).values_list("name", flat=True)
@@ -42,7 +42,7 @@ def test_a_worker_killed_mid_pass_is_resumed_at_its_batch(
     start_worker("--concurrency", "1", LEASE="2s", ENVIRONMENT="acceptance")
     wait_for(
         lambda: Job.objects.get(pk=answer.id).state == "done",
-        timeout=60,
+        timeout=deadline(lease=2, work=10),
         message="the pass to finish on the second worker",
     )
     # Exactly once per row: handle() adds 1 to each row it is given.

@@ -1,65 +1,27 @@
-"""A PostgreSQL restart under a running worker (W7), on a PRIVATE server this module
-starts (pgserver), never the machine's shared one: idle and busy, the worker logs,
-reconnects and carries on, and no finished job runs again."""
+"""PostgreSQL restarts under running processes (W7, B3), on a PRIVATE server this
+module starts (pgserver), never the machine's shared one: a worker idle and busy
+reconnects and no finished job runs again; a relay restarted mid-publish publishes
+every staged row exactly once; a scheduler whose server restarts at the minute fires
+that minute once."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
-import warnings
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from tests.conftest import REPO, database_url, wait_for
-from tests.testapp.jobs import hold_file, touch
+from tests.conftest import REPO, WorkerProcess, deadline, wait_for
+from tests.private_pg import PrivateServer
+from tests.testapp.jobs import hold_file, noop, touch
 from ultimate_jobs.enqueue.rows import array_params, build_rows
 from ultimate_jobs.sql import QUERIES
 
 pytestmark = pytest.mark.processes
-
-
-class PrivateServer:
-    def __init__(self) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from pgserver import _commands
-            from pgserver.postgres_server import get_server
-        self._commands = _commands
-        self.dir = Path(tempfile.mkdtemp(prefix="uj-pg-"))
-        self.server = get_server(self.dir, cleanup_mode=None)
-        info = self.server.get_postmaster_info()
-        self.socket_dir = str(info.socket_dir)
-        self.url = database_url(
-            {"USER": "postgres", "HOST": self.socket_dir, "NAME": "postgres"}
-        )
-
-    def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(
-            host=self.socket_dir, dbname="postgres", user="postgres", autocommit=True
-        )
-
-    def restart(self) -> None:
-        self._commands.pg_ctl(  # type: ignore[attr-defined]
-            ["-w", "-m", "fast", "restart"],
-            pgdata=self.dir,
-            user=self.server.system_user,
-        )
-
-    def stop(self) -> None:
-        try:
-            self._commands.pg_ctl(  # type: ignore[attr-defined]
-                ["-w", "-m", "immediate", "stop"],
-                pgdata=self.dir,
-                user=self.server.system_user,
-            )
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +41,7 @@ def private_pg() -> Iterator[PrivateServer]:
         )
         yield server
     finally:
-        server.stop()
+        server.destroy()
 
 
 def enqueue(server: PrivateServer, handle, **kwargs) -> Any:
@@ -142,7 +104,7 @@ def test_a_busy_worker_finishes_its_job_once_across_a_restart(
     wait_for(lambda: Path(flag + ".log").exists())
     private_pg.restart()  # the body is mid-run; its worker's connections all break
     Path(flag + ".release").touch()
-    wait_for(lambda: job_state(private_pg, job_id) == ("done", 1), timeout=30)
+    wait_for(lambda: job_state(private_pg, job_id) == ("done", 1))
     assert Path(flag + ".log").read_text() == "started 1\nfinished 1\n"
     # A job enqueued afterwards runs, and none of the finished ones ran again.
     after = enqueue(private_pg, touch, key="after-busy", tenant="t")
@@ -150,3 +112,148 @@ def test_a_busy_worker_finishes_its_job_once_across_a_restart(
     for i in range(5):
         assert records(private_pg, f"done-{i}") == [("ran", 1)]
     assert "jobs.settle.retrying" in worker.log() or "jobs.claim.failed" in worker.log()
+
+
+def stage(server: PrivateServer, handle, inputs: list[dict[str, Any]]) -> list[Any]:
+    """Stage rows in the outbox as a transactional enqueue does (O1), committed."""
+    rows = build_rows(handle, inputs)
+    with server.connect() as conn:
+        conn.execute(QUERIES["outbox_stage"].text, {"now": None, **array_params(rows)})
+    return [row.id for row in rows]
+
+
+def outbox_of(server: PrivateServer, ids: list[Any]) -> list[tuple[Any, ...]]:
+    """(published, claims, job rows with the row's id) per staged row."""
+    with server.connect() as conn:
+        return conn.execute(
+            "SELECT o.published_at IS NOT NULL, o.claims,"
+            " (SELECT count(*) FROM ultimate_jobs_job j WHERE j.id = o.id)"
+            " FROM ultimate_jobs_outbox o WHERE o.id = ANY(%s) ORDER BY o.id",
+            [ids],
+        ).fetchall()
+
+
+def test_a_relay_restarted_mid_publish_publishes_every_row_exactly_once(
+    private_pg, start_worker
+):
+    """O2, B3: the restart cuts the relay between passes or inside one; it logs the
+    failed pass, re-arms, and every row is published once: one job per staged row."""
+    relay = start_worker(
+        "--roles",
+        "relay",
+        database_url_=private_pg.url,
+        wait_ready=False,
+        LEASE="3s",
+        IDLE_POLL_MAX="250ms",
+    )
+    relay.wait_log("jobs.relay.started")
+    first = stage(private_pg, noop, [{"key": f"relay-a{i}"} for i in range(50)])
+    wait_for(
+        lambda: all(p for p, _, _ in outbox_of(private_pg, first)),
+        message="the first 50 rows published",
+    )
+    many = stage(private_pg, noop, [{"key": f"relay-b{i}"} for i in range(3000)])
+    private_pg.restart("immediate")  # while the relay works through the 3,000
+    relay.wait_log("jobs.outbox.tick-failed")
+    last = stage(private_pg, noop, [{"key": f"relay-c{i}"} for i in range(50)])
+    staged = first + many + last
+    wait_for(
+        lambda: all(p for p, _, _ in outbox_of(private_pg, staged)),
+        timeout=deadline(lease=3, work=10),
+        message="every staged row published after the restart",
+    )
+    rows = outbox_of(private_pg, staged)
+    assert {jobs for _, _, jobs in rows} == {1}  # one job per row, none twice
+    with private_pg.connect() as conn:
+        [(total,)] = conn.execute(
+            "SELECT count(*) FROM ultimate_jobs_job WHERE name = %s"
+            " AND idempotency_key LIKE 'relay-%%'",
+            [noop.name],
+        ).fetchall()
+    assert total == len(staged) == 3100
+    # A batch cut by the restart was claimed again; every other row exactly once.
+    assert {claims for _, claims, _ in rows} <= {1, 2}
+    assert "jobs.relay.stopped" not in relay.log()
+
+
+@pytest.fixture
+def start_scheduler(worker_env, tmp_path):
+    started: list[WorkerProcess] = []
+
+    def start(url: str, **settings: str) -> WorkerProcess:
+        env = worker_env(url, **settings)
+        env["DJANGO_SETTINGS_MODULE"] = "tests.settings_scheduler"
+        log = tmp_path / f"scheduler-{len(started)}.log"
+        process = WorkerProcess([], env, log, command="jobs_scheduler")
+        started.append(process)
+        process.wait_log("jobs.scheduler.started")
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def test_a_scheduler_whose_server_restarts_at_the_minute_fires_it_once(
+    private_pg, start_scheduler
+):
+    """C3, C4, B3: the restart lands two seconds before a minute boundary; the leader
+    loses its session, takes the lease again and fires that minute once, and every
+    minute from the first fire on is fired exactly once (cronapp.every_minute)."""
+    with private_pg.connect() as conn:
+        [(now,)] = conn.execute("SELECT date_trunc('minute', now())").fetchall()
+        conn.execute(
+            "INSERT INTO ultimate_jobs_task_watermark (key, kind, name, spec,"
+            " last_occurrence) VALUES ('task:cronapp.every_minute', 'task',"
+            " 'cronapp.every_minute', '* * * * * UTC', %s - interval '1 minute')",
+            [now],
+        )
+
+    def fired() -> list[Any]:
+        with private_pg.connect() as conn:
+            return [
+                row[0]
+                for row in conn.execute(
+                    "SELECT (input->>'occurrence')::timestamptz FROM ultimate_jobs_job"
+                    " WHERE name = 'cronapp.minute_job' ORDER BY 1"
+                ).fetchall()
+            ]
+
+    def seconds_to_the_minute() -> float:
+        with private_pg.connect() as conn:
+            [(left,)] = conn.execute(
+                "SELECT extract(epoch FROM date_trunc('minute', clock_timestamp())"
+                " + interval '1 minute' - clock_timestamp())"
+            ).fetchall()
+        return float(left)
+
+    scheduler = start_scheduler(
+        private_pg.url, SCHEDULER_LEASE="3s", SCHEDULER_TICK="250ms"
+    )
+    [first] = wait_for(fired, timeout=deadline(lease=3), message="the due minute")
+    assert first == now
+    if seconds_to_the_minute() < 4:  # too close to aim: aim at the next one
+        wait_for(lambda: seconds_to_the_minute() > 10, timeout=10, interval=0.1)
+    wait_for(
+        lambda: seconds_to_the_minute() <= 2,
+        timeout=70,  # a clock wait: the boundary is at most a minute away
+        interval=0.05,
+        message="two seconds before the minute",
+    )
+    with private_pg.connect() as conn:
+        [(boundary,)] = conn.execute(
+            "SELECT date_trunc('minute', clock_timestamp()) + interval '1 minute'"
+        ).fetchall()
+    private_pg.restart("fast")
+    wait_for(
+        lambda: boundary in fired(),
+        timeout=deadline(lease=3),
+        message=f"the {boundary:%H:%M} occurrence after the restart",
+    )
+    occurrences = fired()
+    minute = timedelta(minutes=1)
+    # Every minute from the first fire to the boundary, each exactly once.
+    assert occurrences == [now + minute * i for i in range(len(occurrences))]
+    assert occurrences[-1] == boundary
+    log = scheduler.log()
+    assert "jobs.scheduler.round-failed" in log or "jobs.scheduler.lease-failed" in log

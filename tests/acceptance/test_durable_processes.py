@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import deadline, wait_for
 from tests.testapp.durable_jobs import (
     atomic_write,
     await_payment,
@@ -25,6 +25,10 @@ from ultimate_jobs import publish_event
 from ultimate_jobs.models import Event, Job, JobStep
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
+
+# The wake tests run workers that poll every 60 s: what they wait for must come sooner,
+# or the poll, not the wake under test, could be what passed them.
+BEFORE_THE_POLL = 50.0
 
 
 def state_of(job_id):
@@ -58,7 +62,7 @@ def test_a_fan_out_killed_half_way_enqueues_every_child_exactly_once(
     first.kill()
 
     start_worker("--concurrency", "4", LEASE="2s")
-    wait_for(lambda: state_of(answer.id) == "done", timeout=60)
+    wait_for(lambda: state_of(answer.id) == "done", timeout=deadline(lease=2))
     wait_for(
         lambda: Job.objects.filter(name=fan_child.name, state="done").count() == 10
     )
@@ -88,12 +92,13 @@ def test_an_atomic_step_killed_before_its_commit_leaves_no_row(start_worker, tmp
     assert JobStep.objects.filter(job_id=answer.id).count() == 0
 
     start_worker("--concurrency", "1", LEASE="2s")
-    wait_for(lambda: state_of(answer.id) == "done", timeout=30)
+    wait_for(lambda: state_of(answer.id) == "done", timeout=deadline(lease=2))
     assert events("atom") == [("written", 2), ("after", 2)]
     [step] = JobStep.objects.filter(job_id=answer.id)
     assert (step.kind, step.output) == ("atomic", {"written": "atom"})
 
 
+@pytest.mark.needs_wake
 def test_wait_for_event_resumes_promptly_after_a_publication_from_another_process(
     start_worker, capsys
 ):
@@ -127,7 +132,12 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
         wait_for(in_state(answer.id, "suspended"), interval=0.005)
         published = publish_event("order.paid", {"order": f"L{index}", "amount": index})
         assert published.woken == 1
-        wait_for(in_state(answer.id, "done"), timeout=45, interval=0.005)
+        wait_for(
+            in_state(answer.id, "done"),
+            timeout=BEFORE_THE_POLL,
+            interval=0.005,
+            message="the publication to wake the run (not the 60 s poll)",
+        )
         step = JobStep.objects.get(job_id=answer.id)
         event = Event.objects.get(pk=published.id)
         assert step.finished_at is not None
@@ -144,6 +154,7 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
     assert max(delays) < 30000
 
 
+@pytest.mark.needs_wake
 def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_worker):
     """S3: the sleeping run holds no slot (another job runs meanwhile on the one
     handler), and wakes on time with every poll a minute apart: only the worker's
@@ -166,7 +177,11 @@ def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_wor
     other = touch.using(queue="other").enqueue(key="meanwhile", tenant="t")
     wait_for(lambda: state_of(other.id) == "done")
     assert state_of(answer.id) == "suspended"
-    wait_for(lambda: state_of(answer.id) == "done", timeout=20)
+    wait_for(
+        lambda: state_of(answer.id) == "done",
+        timeout=BEFORE_THE_POLL,
+        message="the local timer to wake the 4 s nap (not the 60 s poll)",
+    )
     # The body replays from the top on wake: "before" twice, one attempt in all.
     assert events("nap") == [("before", 1), ("before", 1), ("after", 1)]
     order = list(
@@ -191,7 +206,7 @@ def test_a_worker_fails_a_timed_out_attempt_at_its_deadline_while_the_body_runs_
         lambda: Job.objects.filter(
             pk=answer.id, state="delayed", error_code="X_JOB_TIMEOUT"
         ).exists(),
-        timeout=10,
+        message="the deadline to fail the attempt while the body is held",
     )
     assert not Path(gate + ".release").exists()  # the body is still held
     assert events("dl") == [("started", 1)]

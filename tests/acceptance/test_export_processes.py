@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import deadline, wait_for
 from tests.testapp.factory_jobs import records_export
 from tests.testapp.models import Record
 from ultimate_jobs.models import Job, JobStep
@@ -33,7 +33,7 @@ def test_a_worker_killed_mid_export_is_resumed_at_its_page(
 
     answer = records_export.enqueue(tag="killed")
     first = start_worker("--concurrency", "1", LEASE="2s")
-    wait_for(lambda: Path(f"{hold}.reached").exists(), timeout=30)
+    wait_for(lambda: Path(f"{hold}.reached").exists())
     # Part 2's bytes are on disk; its checkpoint is not: pages 0 and 1 are recorded.
     assert sorted(
         JobStep.objects.filter(job_id=answer.id).values_list("name", flat=True)
@@ -50,7 +50,7 @@ def test_a_worker_killed_mid_export_is_resumed_at_its_page(
     start_worker("--concurrency", "1", LEASE="2s")
     wait_for(
         lambda: Job.objects.get(pk=answer.id).state == "done",
-        timeout=60,
+        timeout=deadline(lease=2, work=10),
         message="the export to finish on the second worker",
     )
     assert sorted(p.name for p in folder.iterdir()) == [

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 from django.db.models import Max
 
-from tests.conftest import wait_for
+from tests.conftest import deadline, wait_for, wait_for_progress
 from tests.testapp.jobs import (
     capped,
     exclusive,
@@ -75,7 +75,7 @@ def test_three_workers_never_run_more_than_a_job_cap_at_once(start_worker):
     for _ in range(3):
         start_worker("--concurrency", "4")
     capped.enqueue_many([{"key": f"c{i}"} for i in range(200)])
-    wait_for(lambda: done(capped.name) == 200, timeout=120, interval=0.25)
+    wait_for_progress(lambda: done(capped.name), 200, message="200 capped runs done")
     intervals = spans("capped")
     assert len(intervals) == 200
     assert all(start < end for start, end in intervals)
@@ -92,7 +92,9 @@ def test_a_keyed_limit_runs_one_per_key_and_the_keys_in_parallel(start_worker):
     per_account.enqueue_many(
         [{"key": f"{a}-{i}", "account": a} for i in range(20) for a in accounts]
     )
-    wait_for(lambda: done(per_account.name) == 200, timeout=120, interval=0.25)
+    wait_for_progress(
+        lambda: done(per_account.name), 200, message="200 keyed runs done"
+    )
     everything = []
     for account in accounts:
         intervals = spans(account)
@@ -148,7 +150,8 @@ def test_a_sigkilled_holder_frees_its_slot_after_the_lease_ttl(start_worker):
             .exclude(holder=dead_token)
             .first()
         ),
-        timeout=30,
+        timeout=deadline(lease=2),
+        message="the survivor to take the killed holder's slot",
     )
     assert taken.taken_from == dead_token  # the same row, taken over: never cleaned up
     run = Job.objects.get(pk=taken.job_id)
@@ -159,7 +162,7 @@ def test_a_sigkilled_holder_frees_its_slot_after_the_lease_ttl(start_worker):
     wait_for(lambda: events("first") == ["started", "started"])
     Record.objects.create(key="first", event="release")
     Record.objects.create(key="waiting", event="release")
-    wait_for(lambda: done(solo.name) == 2, timeout=30)
+    wait_for(lambda: done(solo.name) == 2)
     assert events("first") == ["started", "started", "release", "finished"]
     assert events("waiting") == ["release", "started", "finished"]
     assert Job.objects.get(pk=waiting.id).attempt == 1
@@ -176,7 +179,11 @@ def test_a_tenant_burst_does_not_starve_another_tenant_under_a_per_tenant_budget
     tenant_work.enqueue_many([{"key": f"a{i}", "tenant": "burst"} for i in range(5000)])
     tenant_work.enqueue_many([{"key": f"b{i}", "tenant": "steady"} for i in range(50)])
     steady = Job.objects.filter(tenant_id="steady")
-    wait_for(lambda: steady.filter(state="done").count() == 50, timeout=120)
+    wait_for_progress(
+        lambda: steady.filter(state="done").count(),
+        50,
+        message="the steady tenant's 50 runs done",
+    )
     last = steady.aggregate(last=Max("finished_at"))["last"]
     burst_done = Job.objects.filter(
         tenant_id="burst", state="done", finished_at__lte=last
@@ -208,7 +215,7 @@ def test_per_queue_and_global_budgets_bound_one_process(start_worker):
     stamped.using(queue="fast").enqueue_many(
         [{"key": f"f{i}", "group": "fast", "tenant": "t"} for i in range(16)]
     )
-    wait_for(lambda: done(stamped.name) == 24, timeout=60)
+    wait_for(lambda: done(stamped.name) == 24)
     slow, fast = spans("slow"), spans("fast")
     assert (len(slow), len(fast)) == (8, 16)
     assert most_at_once(slow) == 1
@@ -230,7 +237,7 @@ def test_a_tenant_rate_budget_spaces_the_starts_of_one_tenant(start_worker):
             for i in range(4)
         ]
     )
-    wait_for(lambda: done(stamped.name) == 16, timeout=60)
+    wait_for(lambda: done(stamped.name) == 16)
     starts = sorted(  # claim times: when the worker spent the tokens
         started.timestamp()
         for started in Job.objects.filter(tenant_id="t").values_list(
@@ -247,6 +254,7 @@ def test_a_tenant_rate_budget_spaces_the_starts_of_one_tenant(start_worker):
     assert len(spans("other")) == 4
 
 
+@pytest.mark.needs_wake
 def test_a_paused_queue_is_claimed_by_no_worker_and_resume_wakes_them(start_worker):
     """L4, N1, Done-when 5: both workers claim after the pause (their other queue's
     job runs) and skip the paused queue's older rows; the resume's announcement,
@@ -288,7 +296,7 @@ def test_a_paused_queue_is_claimed_by_no_worker_and_resume_wakes_them(start_work
     assert api.resume_queue("paused") is True
     wait_for(
         lambda: Job.objects.filter(queue="paused", state="done").count() == 4,
-        timeout=15,
+        timeout=25,  # under the 30 s poll: only the announcement can pass it
         message="the paused jobs run after the resume's announcement",
     )
     assert sorted(

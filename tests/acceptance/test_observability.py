@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from tests.conftest import wait_for
+from tests.conftest import start_deadline, wait_for
 from tests.prom import Series, parse, value
 from tests.testapp.jobs import hold, terminal, throttled, touch
 from tests.testapp.models import Record
@@ -125,7 +125,10 @@ def test_processes_serve_one_merged_port_and_keep_a_dead_childs_counts(start_wor
         "--metrics-port", str(port), wait_ready=False,
     )  # fmt: skip
     try:
-        wait_for(lambda: supervisor.log().count("jobs.worker.started") == 2)
+        wait_for(
+            lambda: supervisor.log().count("jobs.worker.started") == 2,
+            timeout=start_deadline(),
+        )
         held = [hold.enqueue(key=f"mp-{i}", seconds=60) for i in range(2)]
         # One slot per child: the two jobs run in the two children at once.
         wait_for(lambda: Record.objects.filter(event="started").count() == 2)
@@ -140,7 +143,10 @@ def test_processes_serve_one_merged_port_and_keep_a_dead_childs_counts(start_wor
         wait_for(lambda: value(scrape(port), total, job=hold.name, **completed) == 2)
 
         os.kill(pids.pop(), signal.SIGKILL)
-        wait_for(lambda: supervisor.log().count("jobs.worker.started") == 3, timeout=30)
+        wait_for(
+            lambda: supervisor.log().count("jobs.worker.started") == 3,
+            timeout=start_deadline(),
+        )
         after = touch.enqueue(key="mp-after", tenant="t")
         wait_for(lambda: state_of(after.id)[0] == "done")
         wait_for(lambda: value(scrape(port), total, job=touch.name, **completed) == 1)
@@ -165,7 +171,7 @@ def test_processes_serve_one_merged_port_and_keep_a_dead_childs_counts(start_wor
         # children, so none outlives a failed test.
         if supervisor.proc.poll() is None:
             supervisor.terminate()
-    assert supervisor.wait(30) == 0
+    assert supervisor.wait() == 0
 
 
 @pytest.mark.urls("tests.testapp.urls")
@@ -178,7 +184,7 @@ def test_a_requests_correlation_id_is_on_every_json_log_line_of_its_job(
     worker = start_worker("--concurrency", "1", LOG_FORMAT="json")
     wait_for(lambda: state_of(job_id)[0] == "done")
     worker.terminate()
-    assert worker.wait(30) == 0
+    assert worker.wait() == 0
     lines = [json.loads(line) for line in worker.log().splitlines() if line.strip()]
     assert "jobs.worker.started" in [line["event"] for line in lines]
     mine = [
@@ -210,7 +216,7 @@ def test_readiness_follows_a_real_worker_and_a_stopped_one_is_not_ready(
         "abandoned_slots": 0,
     }
     worker.terminate()
-    assert worker.wait(30) == 0
+    assert worker.wait() == 0
     response = client.get("/health/ready")
     assert response.status_code == 503
     assert response.json()["problems"] == ["0 live worker(s) < min_workers 1"]

@@ -18,7 +18,15 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from tests.conftest import REPO, WorkerProcess, conninfo, wait_for
+from tests.conftest import (
+    REPO,
+    WorkerProcess,
+    conninfo,
+    deadline,
+    start_deadline,
+    wait_for,
+    wait_for_progress,
+)
 from tests.testapp.jobs import charge_card, create_invoice, noop, pickup_stamp, touch
 from tests.testapp.models import Record
 from ultimate_jobs.models import Job, OutboxMessage
@@ -129,7 +137,7 @@ def enqueue_and_die(env: dict[str, str], key: str, when: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=start_deadline(),
         check=False,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
@@ -144,7 +152,7 @@ def test_a_process_killed_right_after_commit_still_gets_its_job_run(
     env = worker_env()
     lost = enqueue_and_die(env, "before", "before-commit")
     kept = enqueue_and_die(env, "after", "after-commit")
-    wait_for(lambda: Job.objects.filter(pk=kept, state="done").exists(), timeout=30)
+    wait_for(lambda: Job.objects.filter(pk=kept, state="done").exists())
     assert list(Record.objects.values_list("key", "event")) == [
         ("after", "order"),
         ("after", "ran"),
@@ -181,7 +189,6 @@ def stage_pairs(count: int) -> list[tuple[Any, Any]]:
 def check_pairs(pairs: list[tuple[Any, Any]], allowed: set[str]) -> None:
     wait_for(
         lambda: Job.objects.filter(state="done").count() == 2 * len(pairs),
-        timeout=60,
         message="every pair done",
     )
     seen = dict(
@@ -239,7 +246,7 @@ def test_two_relays_racing_over_2000_rows_publish_each_exactly_once(start_relay)
     for t in range(20, 40):  # more arrive while they race
         with transaction.atomic():
             staged += noop.enqueue_many([{"key": f"{t}-{i}"} for i in range(50)])
-    wait_for(lambda: published_count() == 2000, timeout=60, message="2000 published")
+    wait_for_progress(published_count, 2000, message="2000 rows published")
     assert set(Job.objects.values_list("id", flat=True)) == {a.id for a in staged}
     assert set(OutboxMessage.objects.values_list("claims", flat=True)) == {1}
     shares = [inserted_by(r) for r in relays]
@@ -247,6 +254,7 @@ def test_two_relays_racing_over_2000_rows_publish_each_exactly_once(start_relay)
     print(f"\nrows published per relay: {shares}")
 
 
+@pytest.mark.needs_session  # waits for the killed relay's server session to end
 @pytest.mark.parametrize("moment", ["publishing", "after its publish landed"])
 def test_a_relay_killed_mid_batch_loses_nothing_and_doubles_nothing(
     start_relay, start_worker, lock_jobs_table, moment
@@ -285,7 +293,7 @@ def test_a_relay_killed_mid_batch_loses_nothing_and_doubles_nothing(
         lambda: (
             published_count() == 250 and Job.objects.filter(state="done").count() == 250
         ),
-        timeout=60,
+        timeout=deadline(lease=2, work=10),
         message="every row published and every job done",
     )
     assert Job.objects.count() == 250
@@ -308,7 +316,7 @@ def test_a_stalled_relays_late_mark_is_a_no_op(start_relay, lock_jobs_table):
         lock_jobs_table()  # its publish lands server-side; the process sleeps on
         wait_for(lambda: Job.objects.count() == 10)
         start_relay("--relay-id", "heir", LEASE="2s")
-        wait_for(lambda: published_count() == 10, timeout=30)
+        wait_for(lambda: published_count() == 10, timeout=deadline(lease=2))
         after = outbox_rows()
         assert {r["claimed_by"].split("/")[0] for r in after} == {"heir"}
         assert {r["claims"] for r in after} == {2}
@@ -332,7 +340,7 @@ def test_sigterm_lets_the_pass_in_flight_finish_then_the_relay_exits(
     relay.wait_log("jobs.process.draining")
     assert relay.proc.poll() is None  # still inside its pass
     lock_jobs_table()
-    assert relay.wait(20) == 0
+    assert relay.wait() == 0
     assert published_count() == 10
     assert Job.objects.count() == 10
     assert "jobs.relay.stopped" in relay.log()
@@ -351,6 +359,7 @@ def percentiles(samples: list[float]) -> str:
     return f"median {statistics.median(ordered):6.2f} ms  p99 {p99:7.2f} ms"
 
 
+@pytest.mark.needs_wake
 @pytest.mark.parametrize(
     "arrangement", ["relay and worker processes", "jobs_worker", "direct"]
 )

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection
 
-from tests.conftest import WorkerProcess, wait_for
+from tests.conftest import WorkerProcess, deadline, wait_for
 from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -83,7 +83,9 @@ def test_three_schedulers_fire_each_minute_once_and_a_standby_replaces_a_killed_
         start_scheduler("jobs_scheduler", **settings),
         start_scheduler("jobs_worker", "--roles", "scheduler", **settings),
     ]
-    first = wait_for(fired, timeout=20, message="the due minute to fire")[0]
+    first = wait_for(
+        fired, timeout=deadline(lease=TTL), message="the due minute to fire"
+    )[0]
 
     # Kill the leader two seconds before the next minute: it passes with no leader.
     boundary = (db_now() + timedelta(seconds=5)).replace(
@@ -91,7 +93,7 @@ def test_three_schedulers_fire_each_minute_once_and_a_standby_replaces_a_killed_
     ) + minute
     wait_for(
         lambda: db_now() >= boundary - timedelta(seconds=2),
-        timeout=70,
+        timeout=70,  # a clock wait: the instant is at most 65 s away
         interval=0.05,
         message="two seconds before the minute",
     )
@@ -99,7 +101,11 @@ def test_three_schedulers_fire_each_minute_once_and_a_standby_replaces_a_killed_
     [leader] = [p for p in processes if p.pid == holder_pid(lease.holder)]
     killed_at = db_now()
     leader.kill()
-    wait_for(lambda: boundary in fired(), timeout=TTL + 10, message="the takeover fire")
+    wait_for(
+        lambda: boundary in fired(),
+        timeout=deadline(lease=TTL),
+        message="the takeover fire",
+    )
     taken = LeaderLease.objects.get()
     assert taken.holder != lease.holder
     assert taken.term > lease.term
@@ -109,7 +115,7 @@ def test_three_schedulers_fire_each_minute_once_and_a_standby_replaces_a_killed_
     for process in survivors:
         process.terminate()
     for process in survivors:
-        assert process.wait(20) == 0
+        assert process.wait() == 0
 
     # Every minute from the first fire to the boundary, each exactly once.
     count = int((boundary - first) / minute) + 1
@@ -131,12 +137,13 @@ def test_sigterm_hands_the_lease_to_a_standby_at_once(start_scheduler):
     )
     second = start_scheduler("jobs_scheduler")
     first.terminate()
-    assert first.wait(30) == 0
+    assert first.wait() == 0
     first.wait_log("jobs.scheduler.released")
-    # The lease TTL is 30 s: a takeover this soon is the release, not the expiry.
+    # The lease TTL is 30 s, renewed every 10 s: a takeover within 15 s of the exit
+    # is the release, never the expiry.
     wait_for(
         lambda: LeaderLease.objects.filter(holder__contains=f":{second.pid}:").exists(),
-        timeout=8,
+        timeout=15,
         message="the standby to lead",
     )
     second.wait_log("jobs.scheduler.leading")

@@ -32,7 +32,7 @@ def test_a_worker_delivers_disables_and_never_logs_the_secret(start_worker):
         first = partner_webhook.enqueue(
             endpoint_id="p1", event_id="evt_1", tenant_id="org-1"
         )
-        wait_for(lambda: state_of(first)[0] == "dead", timeout=30)
+        wait_for(lambda: state_of(first)[0] == "dead")
         assert state_of(first) == ("dead", "X_WEBHOOK_ENDPOINT_DISABLED")
         assert len(receiver.requests) == 2
         ledger = DatabaseWebhookLedger()
@@ -41,13 +41,13 @@ def test_a_worker_delivers_disables_and_never_logs_the_secret(start_worker):
         second = partner_webhook.enqueue(
             endpoint_id="p1", event_id="evt_2", tenant_id="org-1"
         )
-        wait_for(lambda: state_of(second)[0] == "dead", timeout=30)
+        wait_for(lambda: state_of(second)[0] == "dead")
         assert state_of(second) == ("dead", "X_WEBHOOK_ENDPOINT_DISABLED")
         assert len(receiver.requests) == 2  # disabled: no request at all
 
         ledger.enable("p1", by="ops")
         api.retry(second.id)
-        wait_for(lambda: state_of(second)[0] == "done", timeout=30)
+        wait_for(lambda: state_of(second)[0] == "done")
         assert len(receiver.requests) == 3
         delivered = receiver.requests[-1]
         verified = verify_signature(delivered.headers, delivered.body, PARTNER_SECRET)

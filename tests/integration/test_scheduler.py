@@ -508,3 +508,33 @@ def test_the_fire_statement_refuses_a_watermark_past_the_database_clock(
     assert TaskWatermark.objects.get().last_occurrence < database_now()
     [fire] = s.run_once()  # the answer corrected the offset
     assert fire.occurrence <= database_now()
+
+
+def test_a_failed_release_at_shutdown_leaves_the_lease_to_lapse(declare, caplog):
+    """C3: the stop's leader_release fails (the server is gone): the process still
+    stops, logs jobs.scheduler.release-failed, and the row is left as it was, so a
+    standby takes over at the expiry instead of at once, and fires each minute once."""
+    declare("* * * * *")
+    db = Counting()
+    leader, standby = scheduler("a", db=db), scheduler("b")
+    leader.run_once(now=T0)
+    db.failing.add("leader_release")
+    leader.lifecycle.stop()
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs"):
+        assert leader.run() == 0  # the loop ends at once; the release is attempted
+    assert db.counts["leader_release"] == 1
+    assert "jobs.scheduler.release-failed" in caplog.messages
+    assert not leader.leading
+    lease = LeaderLease.objects.get()
+    assert (lease.holder, lease.term) == ("a", 1)  # untouched
+    standby.leadership.ask_now()
+    assert standby.run_once(now=T0 + timedelta(seconds=3)) == []  # not released
+    assert not standby.leading
+    [fire] = standby.run_once(now=T0 + timedelta(seconds=31))  # the lease lapsed
+    assert standby.leading
+    assert fire.occurrence == datetime(2025, 6, 2, 8, 1, tzinfo=UTC)
+    assert (LeaderLease.objects.get().holder, LeaderLease.objects.get().term) == (
+        "b",
+        2,
+    )
+    assert fired("t0") == ["2025-06-02T08:01Z"]

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from ultimate_jobs import (
     NO_TENANT,
@@ -55,6 +56,12 @@ async def atouch(run: Run, key: str) -> str:
 
     await sync_to_async(record)(run, key, "ran-async")
     return key
+
+
+@job(idempotency_key=lambda p: p["key"], tenant=lambda p: p.get("tenant", "t"))
+def anything(run: Run, key: Any, value: Any = None, tenant: Any = None) -> None:
+    """Takes any key, value and tenant the caller gives: the property tests
+    (tests/integration/test_properties.py) read back what an enqueue wrote."""
 
 
 @job(idempotency_key=by_key, tenant=NO_TENANT)
@@ -183,6 +190,20 @@ def remember(settled) -> None:
 def watched(run: Run, key: str, fail: bool = False) -> None:
     if fail:
         raise RuntimeError("watched failure")
+
+
+hook_calls: list[str] = []
+
+
+def failing_hook(settled) -> None:
+    hook_calls.append(str(settled.outcome))
+    raise RuntimeError("the notification service is down")
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT, on_settled=failing_hook)
+def hooked(run: Run, key: str) -> None:
+    """Completes; its on_settled hook always raises (P4: 3 tries, then logged)."""
+    record(run, key, "ran")
 
 
 @job(idempotency_key=by_key, tenant=NO_TENANT)

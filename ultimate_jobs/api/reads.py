@@ -266,7 +266,7 @@ def _filters(
     ):
         if value is None:
             continue
-        if not isinstance(value, datetime) or value.tzinfo is None:
+        if not isinstance(value, datetime) or value.utcoffset() is None:
             raise InvalidArgument(field, value, "an aware datetime")
         filters &= Q(**{lookup: value})
     return filters

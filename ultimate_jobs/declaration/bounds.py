@@ -76,13 +76,15 @@ def check_text(
 def check_instant(
     value: datetime, *, field: str, job: str = "", now: datetime | None = None
 ) -> datetime:
-    """An aware instant from 1970 to 100 years from now (B4)."""
+    """An aware instant from 1970 to 100 years from now (B4), answered in UTC: the
+    same instant, with an offset PostgreSQL takes (Python allows offsets up to 24 h,
+    PostgreSQL stops at 15:59)."""
     now = now or datetime.now(UTC)
     if value < EARLIEST:
         raise InstantOutOfRange(field, value, "before 1970-01-01", job=job)
     if value > now + HORIZON:
         raise InstantOutOfRange(field, value, "more than 100 years from now", job=job)
-    return value
+    return value.astimezone(UTC)
 
 
 def _path(parent: str, key: str | int) -> str:

@@ -51,7 +51,7 @@ def reschedule_intent(
     if delay is not None and delay != 0 and delay != timedelta(0):
         seconds = parse_duration(delay, field="delay", job=name)
     if run_at is not None:
-        if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+        if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
             raise InvalidArgument(
                 "run_at", run_at, "an aware datetime (with a time zone)", job=name
             )

@@ -42,7 +42,7 @@ class EnqueueOptions:
 def _run_at(value: object, job: str) -> datetime | None:
     if value is None:
         return None
-    if not isinstance(value, datetime) or value.tzinfo is None:
+    if not isinstance(value, datetime) or value.utcoffset() is None:
         raise InvalidArgument(
             "run_at", value, "an aware datetime (with a time zone)", job=job
         )

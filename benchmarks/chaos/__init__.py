@@ -1,0 +1,1 @@
+"""The chaos run (scripts/chaos, docs/operations.md): faults under load, then checks."""
