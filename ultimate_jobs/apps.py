@@ -13,5 +13,9 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # M1: the collectors join prometheus_client's default registry now, not when a
+        # URLconf or a worker first imports them, so every exporter of that registry
+        # (django-prometheus's /metrics included) serves them from the first scrape.
+        from ultimate_jobs.observability import metrics  # noqa: F401
 
         autodiscover_modules("jobs")
