@@ -22,7 +22,9 @@ from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.observability.metrics import UNREGISTERED
 from ultimate_jobs.testing.factories import JobFactory
 
-pytestmark = pytest.mark.django_db
+# This package's view at /metrics, whether or not django-prometheus (whose view the
+# test project serves there when installed) is: test_prometheus.py covers that one.
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.testapp.urls")]
 
 
 def scrape(client) -> Series:
