@@ -7,6 +7,7 @@ supported.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -62,6 +63,20 @@ else:
     from testproject.embedded import embedded_database
 
     DATABASES = {"default": embedded_database()}
+
+# django-prometheus, when installed (the extra ultimate-jobs[prometheus]): its request
+# metrics (the middleware) and database metrics (its PostgreSQL backend, for Django's
+# connections; the worker's own stay plain) join the queue's in the default registry,
+# and its /metrics serves them all (docs/observability.md).
+if importlib.util.find_spec("django_prometheus") is not None:
+    INSTALLED_APPS.append("django_prometheus")
+    MIDDLEWARE = [
+        "django_prometheus.middleware.PrometheusBeforeMiddleware",
+        *MIDDLEWARE,
+        "django_prometheus.middleware.PrometheusAfterMiddleware",
+    ]
+    for _database in DATABASES.values():
+        _database["ENGINE"] = "django_prometheus.db.backends.postgresql"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True

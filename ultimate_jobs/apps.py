@@ -14,8 +14,10 @@ class UltimateJobsConfig(AppConfig):
 
     def ready(self) -> None:
         from ultimate_jobs import checks  # noqa: F401 - registers the system checks
-        from ultimate_jobs.observability import (
-            metrics,  # noqa: F401 - registers the queue gauges
-        )
+
+        # M1: the collectors join prometheus_client's default registry now, not when a
+        # URLconf or a worker first imports them, so every exporter of that registry
+        # (django-prometheus's /metrics included) serves them from the first scrape.
+        from ultimate_jobs.observability import metrics  # noqa: F401
 
         autodiscover_modules("jobs")

@@ -13,6 +13,7 @@ from tests.conftest import wait_for
 from ultimate_jobs import trigger
 from ultimate_jobs.jobs import PURGE, purge_hourly
 from ultimate_jobs.models import Event, Job, JobStep
+from ultimate_jobs.testing.factories import EventFactory, JobFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -25,18 +26,18 @@ def db_now():
 
 def test_a_worker_runs_the_app_purge_fired_by_its_task(start_worker):
     now = db_now()
-    expired = Event.objects.create(name="e", expires_at=now - timedelta(minutes=1))
-    live = Event.objects.create(name="e", expires_at=now + timedelta(days=1))
-    old = Job.objects.create(
+    expired = EventFactory.create(name="e", expires_at=now - timedelta(minutes=1))
+    live = EventFactory.create(name="e", expires_at=now + timedelta(days=1))
+    old = JobFactory.create(
         name="testapp.noop",
-        state="done",
+        done=True,
         idempotency_key="old",
         finished_at=now - timedelta(days=2),
+        steps=["a"],
     )
-    JobStep.objects.create(job=old, name="a", kind="step", status="done")
-    recent = Job.objects.create(
+    recent = JobFactory.create(
         name="testapp.noop",
-        state="done",
+        done=True,
         idempotency_key="recent",
         finished_at=now - timedelta(hours=1),
     )

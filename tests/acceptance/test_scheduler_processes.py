@@ -19,7 +19,8 @@ import pytest
 from django.db import connection
 
 from tests.conftest import WorkerProcess, deadline, wait_for
-from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
+from ultimate_jobs.models import Job, LeaderLease
+from ultimate_jobs.testing.factories import TaskWatermarkFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -70,13 +71,7 @@ def test_three_schedulers_fire_each_minute_once_and_a_standby_replaces_a_killed_
 ):
     minute = timedelta(minutes=1)
     now = db_now().replace(second=0, microsecond=0)
-    TaskWatermark.objects.create(
-        key=f"task:{TASK}",
-        kind="task",
-        name=TASK,
-        spec="* * * * * UTC",
-        last_occurrence=now - minute,
-    )
+    TaskWatermarkFactory.create(name=TASK, last_occurrence=now - minute)
     settings = {"SCHEDULER_LEASE": f"{TTL}s", "SCHEDULER_TICK": "250ms"}
     processes = [
         start_scheduler("jobs_scheduler", **settings),

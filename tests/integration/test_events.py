@@ -4,7 +4,7 @@ runner: matching, ignoring, timing out, the one clock, retention, the wake."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, connections
@@ -30,6 +30,7 @@ from ultimate_jobs.durable.events import purge_expired_events
 from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Event, Job, JobStep
 from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.testing.factories import EventFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -70,12 +71,11 @@ def test_an_answer_published_before_the_body_reached_its_wait_is_not_lost(jobs):
 
 
 def test_an_event_published_before_the_job_was_enqueued_does_not_count(jobs):
-    with connection.cursor() as cursor:  # published an hour before the enqueue
-        cursor.execute(
-            "INSERT INTO ultimate_jobs_event (name, payload, tenant_id, published_at, "
-            'expires_at) VALUES (\'order.paid\', \'{"order": "o-8", "amount": 1}\', '
-            "NULL, now() - interval '1 hour', now() + interval '1 day')"
-        )
+    EventFactory.create(  # published an hour before the enqueue
+        name="order.paid",
+        payload={"order": "o-8", "amount": 1},
+        published_at=jobs.now() - timedelta(hours=1),
+    )
     await_payment.enqueue(key="old", order="o-8")
     assert outcomes(jobs) == ["suspended"]
 

@@ -28,6 +28,7 @@ from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.worker import Held, Worker
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing import JobsTestRunner
+from ultimate_jobs.testing.factories import LeaseFactory
 
 DB = DjangoDatabase("default")
 CAPPED = job_lease_key(capped.name)
@@ -193,7 +194,7 @@ def test_a_run_is_never_refused_by_its_own_leftover_slot(jobs):
     last attempt left behind) is no reason to refuse: the run takes the slot over."""
     answer = exclusive.enqueue(key="again", account="acme")
     leftover = uuid.uuid4()
-    Lease.objects.create(
+    LeaseFactory.create(
         key=keyed_lease_key(exclusive.name, "acme"),
         slot=0,
         name=exclusive.name,

@@ -19,10 +19,12 @@ from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.limits.caps import claim_parameters
-from ultimate_jobs.models import Job
 from ultimate_jobs.observability.metrics import UNREGISTERED
+from ultimate_jobs.testing.factories import JobFactory
 
-pytestmark = pytest.mark.django_db
+# This package's view at /metrics, whether or not django-prometheus (whose view the
+# test project serves there when installed) is: test_prometheus.py covers that one.
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.testapp.urls")]
 
 
 def scrape(client) -> Series:
@@ -126,7 +128,7 @@ def test_label_sets_stay_bounded_whatever_the_input(client, jobs):
 
 def test_a_row_naming_an_undeclared_job_is_counted_under_a_fixed_label(client, jobs):
     name = f"gone.job_{uuid.uuid4().hex}"
-    Job.objects.create(name=name, idempotency_key="k", max_attempts=3)
+    JobFactory.create(name=name, idempotency_key="k", max_attempts=3)
     before = scrape(client)
     assert [str(a.outcome) for a in jobs.run()] == ["retried"]
     after = scrape(client)

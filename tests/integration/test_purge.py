@@ -30,6 +30,13 @@ from ultimate_jobs.models import (
 )
 from ultimate_jobs.retention.jobs import JobRetention
 from ultimate_jobs.retention.purge import Target, delete_in_batches
+from ultimate_jobs.testing.factories import (
+    EventFactory,
+    JobFactory,
+    LeaseFactory,
+    OutboxMessageFactory,
+    WorkerFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -212,14 +219,14 @@ def test_delete_in_batches_asks_bounded_batches_up_to_its_cap_and_logs_what_is_l
 
 def seed_tables(now):
     """One row to go and one to stay in every table the app's purge trims."""
-    Event.objects.create(name="e", expires_at=now - timedelta(seconds=1))
-    Event.objects.create(name="e", expires_at=now + DAY)
+    EventFactory.create(name="e", expires_at=now - timedelta(seconds=1))
+    EventFactory.create(name="e", expires_at=now + DAY)
     for key, published in (
         ("old", now - 8 * DAY),  # past OUTBOX_RETENTION (7 days)
         ("recent", now - 6 * DAY),
         ("pending", None),  # never published: a relay is publishing it right now
     ):
-        OutboxMessage.objects.create(
+        OutboxMessageFactory.create(
             name="testapp.noop",
             input={"key": key},
             idempotency_key=key,
@@ -231,17 +238,14 @@ def seed_tables(now):
             published_at=published,
         )
     for key, age in (("old", 2 * DAY), ("recent", DAY / 2)):
-        Job.objects.create(
-            name="testapp.noop",
-            state="done",
-            idempotency_key=key,
-            finished_at=now - age,
+        JobFactory.create(
+            name="testapp.noop", done=True, idempotency_key=key, finished_at=now - age
         )
     for worker_id, expires in (
         ("gone", now - timedelta(seconds=1)),
         ("live", now + DAY),
     ):
-        Worker.objects.create(
+        WorkerFactory.create(
             id=worker_id,
             host="h",
             pid=1,
@@ -251,7 +255,7 @@ def seed_tables(now):
             expires_at=expires,
         )
     for slot, expires in ((0, now - timedelta(seconds=1)), (1, now + DAY)):
-        Lease.objects.create(
+        LeaseFactory.create(
             key="job:x",
             slot=slot,
             name="x",
@@ -314,15 +318,13 @@ def test_the_app_purge_deletes_in_bounded_batches_up_to_its_cap(jobs, settings, 
     left."""
     settings.ULTIMATE_JOBS = {"PURGE_BATCH": 2, "PURGE_MAX_BATCHES": 3}
     now = jobs.now()
-    Job.objects.bulk_create(
-        Job(
+    for i in range(10):
+        JobFactory.create(
             name="testapp.noop",
-            state="done",
+            done=True,
             idempotency_key=f"k{i}",
             finished_at=now - 2 * DAY - timedelta(minutes=i),
         )
-        for i in range(10)
-    )
     old = Job.objects.filter(name="testapp.noop")
     with caplog.at_level(logging.WARNING, logger="ultimate_jobs.retention.purge"):
         purge_tables.enqueue()
@@ -358,16 +360,14 @@ class Counting:
 
 def test_no_statement_deletes_more_than_a_batch(jobs):
     now = jobs.now()
-    Job.objects.bulk_create(
-        Job(
-            name="testapp.noop",
-            state=state,
-            idempotency_key=f"{state}{i}",
-            finished_at=now - 40 * DAY,
-        )
-        for state in ("done", "dead")
-        for i in range(5)
-    )
+    for state in ("done", "dead"):
+        for i in range(5):
+            JobFactory.create(
+                name="testapp.noop",
+                **{state: True},
+                idempotency_key=f"{state}{i}",
+                finished_at=now - 40 * DAY,
+            )
     db = Counting()
     target = JobRetention(
         db, settings=load_settings({"PURGE_BATCH": 3, "PURGE_MAX_BATCHES": 100})

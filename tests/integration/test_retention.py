@@ -16,8 +16,13 @@ from django.urls import reverse
 
 from ultimate_jobs import NO_TENANT, job
 from ultimate_jobs.jobs import PURGE, purge_tables
-from ultimate_jobs.models import Job, JobStep, Lease, OutboxMessage
+from ultimate_jobs.models import Job, JobStep, Lease
 from ultimate_jobs.retention.jobs import JobRetention, effective_retention
+from ultimate_jobs.testing.factories import (
+    JobFactory,
+    LeaseFactory,
+    OutboxMessageFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +43,9 @@ def finished(jobs, name, state, *ages):
     """Finished rows of ``name`` in ``state``, one per age, keyed by the age."""
     now = jobs.now()
     for age in ages:
-        Job.objects.create(
+        JobFactory.create(
             name=name,
-            state=state,
+            **{state: True},
             idempotency_key=label(age),
             finished_at=now - age,
         )
@@ -143,10 +148,10 @@ def test_live_jobs_are_never_purged(jobs, clean_registry):
     declare("ret.live", {"done": False, "dead": False, "failed": False})
     ancient = jobs.now() - 400 * DAY
     for state in ("ready", "delayed", "suspended", "running"):
-        Job.objects.create(
+        JobFactory.create(
             name="ret.live",
             queue="parked",  # served by no one here: the rows stay as they are
-            state=state,
+            **{state: True},
             idempotency_key=state,
             run_at=ancient,
             created_at=ancient,
@@ -163,14 +168,14 @@ def test_a_job_whose_outbox_row_is_unpublished_is_kept(jobs, clean_registry):
     now = jobs.now()
     pending, published = uuid.uuid4(), uuid.uuid4()
     for job_id, published_at in ((pending, None), (published, now - HOUR)):
-        Job.objects.create(
+        JobFactory.create(
             id=job_id,
             name="ret.staged",
-            state="done",
+            done=True,
             idempotency_key=str(job_id),
             finished_at=now - DAY,
         )
-        OutboxMessage.objects.create(
+        OutboxMessageFactory.create(
             id=job_id,
             name="ret.staged",
             idempotency_key=str(job_id),
@@ -212,19 +217,22 @@ def test_steps_and_leases_go_with_their_jobs(jobs):
         )
         assert cursor.fetchall() == [("c",)]  # c = CASCADE
     now = jobs.now()
-    old = Job.objects.create(
+    old = JobFactory.create(
         name="testapp.noop",
-        state="done",
+        done=True,
         idempotency_key="old",
         finished_at=now - 2 * DAY,
+        steps=["a", "b"],
     )
-    new = Job.objects.create(
-        name="testapp.noop", state="done", idempotency_key="new", finished_at=now - HOUR
+    new = JobFactory.create(
+        name="testapp.noop",
+        done=True,
+        idempotency_key="new",
+        finished_at=now - HOUR,
+        steps=["a", "b"],
     )
     for owner in (old, new):
-        for step in ("a", "b"):
-            JobStep.objects.create(job=owner, name=step, kind="step", status="done")
-        Lease.objects.create(
+        LeaseFactory.create(
             key=f"job:{owner.idempotency_key}",
             slot=0,
             name="testapp.noop",

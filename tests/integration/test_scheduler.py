@@ -20,6 +20,7 @@ from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.exceptions import QueryError, TaskRunning
 from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
 from ultimate_jobs.scheduling.scheduler import Scheduler
+from ultimate_jobs.testing.factories import TaskWatermarkFactory
 
 # The app's own hourly purge is a task too: hidden here, where each test counts the
 # watermarks and jobs of the tasks it declares.
@@ -412,13 +413,7 @@ def test_a_run_all_backlog_waits_a_full_tick_between_rounds(declare):
     """C5: never a burst beyond max_catch_up per tick, on the real clock too."""
     declare("* * * * *", catch_up="run-all", max_catch_up=10)
     now = datetime.now(UTC)
-    TaskWatermark.objects.create(
-        key="task:t0",
-        kind="task",
-        name="t0",
-        spec="* * * * * UTC",
-        last_occurrence=now - timedelta(hours=3),
-    )
+    TaskWatermarkFactory.create(name="t0", last_occurrence=now - timedelta(hours=3))
     s = Scheduler(
         db=DjangoDatabase("default"), holder="real", settings=load_settings({})
     )

@@ -32,6 +32,7 @@ from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Job, Schedule, TaskWatermark
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.scheduling.scheduler import Scheduler
+from ultimate_jobs.testing.factories import ScheduleFactory
 
 T0 = datetime(2025, 6, 2, 8, 0, 30, tzinfo=UTC)
 
@@ -101,7 +102,9 @@ def test_recur_refuses_what_task_refuses_and_writes_nothing(change, error):
             recur(args.pop("job"), args.pop("input"), **args)
         assert Schedule.objects.count() == 0
         with pytest.raises(InvalidCron, match="minute: 61 is out of range"):
-            Schedule(key="k", job="testapp.noop", cron="61 * * * *", tz="UTC").save()
+            ScheduleFactory.create(
+                key="k", job="testapp.noop", cron="61 * * * *", tz="UTC"
+            )
     finally:
         task_registry.unregister("a-task")
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from django.urls import path
 
 from testproject.urls import urlpatterns as project_urlpatterns
-from ultimate_jobs.views import readiness_view
+from ultimate_jobs.views import metrics, readiness_view
 
 from .views import enqueue_chatty, meaning_of_life, meaning_of_life_async, task_result
 
 urlpatterns = [
+    # This package's view, first: the project's /metrics is django-prometheus's when
+    # that is installed.
+    path("metrics", metrics),
     *project_urlpatterns,
     path("chatty/<str:key>", enqueue_chatty),
     path("meaning-of-life", meaning_of_life, name="meaning-of-life"),

@@ -1,4 +1,5 @@
-"""Prometheus metrics (M1), registered in prometheus_client's default registry.
+"""Prometheus metrics (M1), registered in prometheus_client's default registry when
+the app is ready (apps.py imports this module).
 
 Two kinds:
 

@@ -16,6 +16,28 @@ wall-clock times into instants, so the daylight-saving rule lives here (C2):
 This is cronie's (and Vixie cron's) rule; docs/scheduling.md has the table for
 Europe/Paris and America/New_York. Every call of ``next_after`` is one cron evaluation
 and is counted in ``evaluations``: the catch-up of ``skip`` is bounded by it (C5).
+
+croniter is the engine that matches an expression: it answers the next matching
+wall-clock time (``_search``), and ``parse_cron`` asks it whether a checked expression
+names any date at all. What is written here is what the SPEC needs and croniter lacks:
+
+* ``parse_cron`` (C1: every problem listed, naming the field). croniter stops at the
+  first problem and names no field (``[61 25 * * *] is not acceptable, out of range``),
+  and accepts more than C1's 5 standard fields: a seconds field (``* * * * * *``),
+  ``L``, ``#`` and ``?``, and a reversed range (``5-1``) read as a wrap-around.
+* Wall-clock times to instants (C2: ``_instants``, ``_in_first_pass`` and the turn of
+  the clock in ``next_after``). croniter is given naive wall-clock times only, because
+  its own handling of aware datetimes does not follow C2 and changes between versions.
+  Handing croniter aware datetimes instead fails the minute-by-minute comparisons of
+  tests/unit/test_cron.py on every version tried: croniter 7.0 fires a repeated time
+  twice for fixed hours (``30 2 * * *`` at 02:30+02:00 and again at 02:30+01:00 in
+  Paris) and skips the repeated half hour of Lord Howe's autumn switch for
+  ``*/7 * * * *``; 6.2 fires ``0 * * * *`` at 02:30 when Lord Howe's clock jumps from
+  02:00 to 02:30; 2.0, 5.0 and 6.0 fire ``0 3 * * *`` at 04:00 on New York's autumn
+  switch. This module passes them with croniter 2.0, 6.0, 6.2 and 7.0.
+* ``latest_until`` (C5: the latest missed occurrence by bisection, not a walk).
+  croniter's ``get_prev`` would need the wall-clock mapping above mirrored for walking
+  backwards; bisecting over ``next_after`` keeps it in one place.
 """
 
 from __future__ import annotations
