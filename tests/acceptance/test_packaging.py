@@ -24,7 +24,7 @@ def test_the_package_builds_without_a_backend_warning(tmp_path):
     old TOML table printed a BuildBackendWarning at every install."""
     source = tmp_path / "source"  # a copy: the build writes build/ and *.egg-info
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     shutil.copytree(
         REPO / "ultimate_jobs",
@@ -56,3 +56,7 @@ def test_the_package_builds_without_a_backend_warning(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         [metadata] = [n for n in archive.namelist() if n.endswith("/METADATA")]
         assert "License-Expression: MIT" in archive.read(metadata).decode().splitlines()
+        [license_text] = [
+            n for n in archive.namelist() if n.endswith("/licenses/LICENSE")
+        ]
+        assert archive.read(license_text).decode().startswith("MIT License")
