@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api.attribution import display_names
+from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
@@ -58,9 +59,11 @@ def find_job(job_id: uuid.UUID) -> Job:
 
 def get(job_id: object) -> dict[str, Any]:
     """One job as the stable JSON of ``manage.py jobs show --json`` (P3), with what
-    only the detail shows: ``logs``, the lines each attempt kept (oldest first)."""
+    only the detail shows: ``logs``, the lines each attempt kept (oldest first), and
+    ``attempts``, the attempt history (P6, oldest first)."""
     job = find_job(parse_job_id(job_id))
     out = job_json(job)
+    out["attempts"] = attempts_json(job)
     out["logs"] = runlogs.as_json(
         RunLog.objects.using(get_settings().DATABASE)
         .filter(job_id=job.id)

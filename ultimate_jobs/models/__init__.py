@@ -17,6 +17,7 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
 from ultimate_jobs.models.jobs import (
     CounterTier,
@@ -37,6 +38,7 @@ from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 __all__ = [
     "FINISHED_STATES",
     "LIVE_STATES",
+    "Attempt",
     "BackfillLedger",
     "BackfillStatus",
     "CatchUp",

@@ -1,0 +1,63 @@
+"""The operator console (issue 15): the attempt history (P6).
+
+``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows.
+"""
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ultimate_jobs", "0003_run_logs"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="Attempt",
+            fields=[
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("run_id", models.UUIDField()),
+                ("attempt", models.IntegerField()),
+                (
+                    "worker_id",
+                    models.CharField(blank=True, db_default="", max_length=200),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("outcome", models.CharField(max_length=32)),
+                ("error", models.TextField(blank=True, db_default="")),
+                (
+                    "error_code",
+                    models.CharField(blank=True, db_default="", max_length=64),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="attempts",
+                        to="ultimate_jobs.job",
+                    ),
+                ),
+            ],
+            options={
+                "db_table": "ultimate_jobs_attempt",
+                "ordering": ("id",),
+                "indexes": [
+                    models.Index(fields=["job", "id"], name="ultimate_jobs_attempt_job")
+                ],
+            },
+        ),
+        # Retention trims a job's attempts with the job (F6), whichever way the job row
+        # is deleted; Django 5.2 cannot declare a database-level cascade.
+        migrations.RunSQL(
+            sql=(
+                "ALTER TABLE ultimate_jobs_attempt ADD CONSTRAINT ultimate_jobs_attempt_job_fk "
+                "FOREIGN KEY (job_id) REFERENCES ultimate_jobs_job (id) ON DELETE CASCADE"
+            ),
+            reverse_sql=(
+                "ALTER TABLE ultimate_jobs_attempt DROP CONSTRAINT ultimate_jobs_attempt_job_fk"
+            ),
+        ),
+    ]
