@@ -18,6 +18,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── InvalidJobPayload             input that does not fit the job's signature
 │   ├── InputTooLarge             an input's JSON passes MAX_INPUT_BYTES
 │   └── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+├── ResultTooLarge                a store_result body returned JSON past MAX_RESULT_BYTES
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
 ├── UnknownJob                    no job is registered under a name
@@ -222,6 +223,23 @@ class InputTooLarge(InvalidJobPayload):
             f"the JSON is at least {size} bytes; MAX_INPUT_BYTES is {max_bytes} "
             "(keep large data in your own tables and pass its id)",
         )
+        self.size = size
+        self.max_bytes = max_bytes
+
+
+class ResultTooLarge(JobsError):
+    """A ``store_result=True`` body returned JSON longer than MAX_RESULT_BYTES (P8)."""
+
+    code = "X_RESULT_TOO_LARGE"
+
+    def __init__(self, job: str, size: int, max_bytes: int) -> None:
+        super().__init__(
+            f"{job}: result={size} bytes of JSON: MAX_RESULT_BYTES is {max_bytes} "
+            "(keep large data in your own tables and return its id)",
+            field="result",
+            value=size,
+        )
+        self.job = job
         self.size = size
         self.max_bytes = max_bytes
 

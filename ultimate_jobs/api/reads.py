@@ -20,6 +20,7 @@ from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobNotFound,
@@ -114,11 +115,12 @@ def job_json(
             .order_by("id")
         )
     view = shown(job.name, job.input)
+    declared = registry.get(job.name) if job.name in registry else None
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
 
-    return {
+    out: dict[str, Any] = {
         "id": str(job.id),
         "run_id": str(job.run_id),
         "name": job.name,
@@ -157,6 +159,9 @@ def job_json(
             if not step.archived
         ],
     }
+    if declared is not None and declared.definition.store_result:
+        out["result"] = view.value(job.result)  # P8: only for jobs that opt in
+    return out
 
 
 def _jobs() -> QuerySet[Job]:

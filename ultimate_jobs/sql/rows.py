@@ -93,6 +93,7 @@ JOB_COMPLETE = typed("job_complete", JobId)
 JOB_RETRY = typed("job_retry", Retried)
 JOB_BURY = typed("job_bury", JobId)
 JOB_RELEASE = typed("job_release", JobId)
+JOB_RESULT_KEEP = typed("job_result_keep", JobId)
 
 
 # -- enqueue and the outbox relay (H3, O1-O3) -------------------------------------------
