@@ -63,6 +63,6 @@ def test_store_result_must_be_a_bool():
     def bad(run) -> None:  # pragma: no cover - never declared
         pass
 
-    fields: dict = {"store_result": "yes"}
+    fields: dict[str, object] = {"store_result": "yes"}
     with pytest.raises(JobDeclarationInvalid, match="store_result"):
         job(idempotency_key=lambda p: "k", tenant=lambda p: None, **fields)(bad)
