@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -63,6 +64,6 @@ def test_store_result_must_be_a_bool():
     def bad(run) -> None:  # pragma: no cover - never declared
         pass
 
-    fields: dict[str, object] = {"store_result": "yes"}
+    fields: dict[str, Any] = {"store_result": "yes"}
     with pytest.raises(JobDeclarationInvalid, match="store_result"):
         job(idempotency_key=lambda p: "k", tenant=lambda p: None, **fields)(bad)
