@@ -11,19 +11,22 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details
+from ultimate_jobs.admin import job_details, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
+from ultimate_jobs.admin.refusals import bulk_summary, refused
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
 from ultimate_jobs.observability.redaction import shown
@@ -60,35 +63,26 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
         return super().count
 
 
-def _audit(request: HttpRequest, job: Job, message: str) -> None:
-    """Record who did what to which job, in Django's admin log."""
-    LogEntry.objects.log_actions(
-        user_id=cast(int, request.user.pk),
-        queryset=[job],
-        action_flag=CHANGE,
-        change_message=message,
-        single_object=True,
-    )
+_audit = job_page.audit
 
 
 def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) -> None:
     """Apply one verb to the selected jobs, recording the admin user as its actor."""
-    done, refused = 0, []
+    done, refusals = 0, []
     actor = api.operator_of(request.user, source="admin")
     for job in queryset[:BULK_LIMIT]:
         try:
             call(job.pk, actor)
         except JobsError as exc:
-            refused.append(f"{job.pk}: {exc.code}")
+            refusals.append(refused(job.pk, exc))
             continue
         done += 1
         _audit(request, job, f"{verb} via admin")
     remaining = max(queryset.count() - BULK_LIMIT, 0)
     messages.info(
-        request,
-        f"{verb}: {done} affected, {len(refused)} refused, {remaining} not reached (max {BULK_LIMIT} per call)",
+        request, bulk_summary(verb, done, len(refusals), remaining, BULK_LIMIT)
     )
-    for line in refused[:10]:
+    for line in refusals[:10]:
         messages.warning(request, line)
 
 
@@ -139,6 +133,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "error_code",
         "stop_reason",
         "pretty_error",
+        "attempt_history",
         "pretty_progress",
         "pretty_result",
         "step_trace",
@@ -168,6 +163,54 @@ class JobAdmin(ReadOnly, JobModelAdmin):
                 request, f"Job {pk}: X_ROW_UNREADABLE, left out of this list ({error})"
             )
         return changelist
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """``result`` only for a job whose declaration keeps it (P8)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is None or not _stores_result(obj):
+            fields.remove("pretty_result")
+        return fields
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        act = path(
+            "<path:object_id>/act/",
+            self.admin_site.admin_view(self.act_view),
+            name="ultimate_jobs_job_act",
+        )
+        return [act, *super().get_urls()]
+
+    def act_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A button of the job's page (job_page.act): permission-checked, audited."""
+        job = self.get_object(request, object_id)
+        if job is None or not self.has_view_permission(request, job):
+            raise PermissionDenied("no such job, or you may not see it")
+        return job_page.act(
+            request,
+            job,
+            operate=self.has_operate_permission(request),
+            remove=self.has_remove_permission(request),
+        )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        job = self.get_object(request, object_id)
+        if job is not None:
+            context["job_actions"] = job_page.offered(
+                job,
+                operate=self.has_operate_permission(request),
+                remove=self.has_remove_permission(request),
+            )
+            context["job_steps"] = job_page.current_steps(job)
+            context["act_url"] = reverse("admin:ultimate_jobs_job_act", args=[job.pk])
+        return super().change_view(request, object_id, form_url, context)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
@@ -201,9 +244,16 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
+        if job.state in ("done", "running"):
+            # The row keeps the error of an earlier attempt: the history shows it.
+            return "— (earlier attempts' errors are in the attempt history)"
         return format_html(
             "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
         )
+
+    @admin.display(description="attempt history")
+    def attempt_history(self, job: Job) -> str:
+        return job_page.attempt_table(job)
 
     @admin.display(description="progress")
     def pretty_progress(self, job: Job) -> str:
@@ -223,8 +273,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="result")
     def pretty_result(self, job: Job) -> str:
+        if job.result is None:
+            return "— (kept when the job completes)"
         value = shown(job.name, job.input).value(job.result)
-        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
+        return format_html("<pre>{}</pre>", json.dumps(value, indent=2))
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
@@ -276,6 +328,11 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     def has_remove_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("ultimate_jobs.delete_job")
+
+
+def _stores_result(job: Job) -> bool:
+    """Whether the job's declaration keeps its result (P8); unknown names do not."""
+    return job.name in registry and registry.get(job.name).definition.store_result
 
 
 @admin.register(QueuePause)
