@@ -337,7 +337,26 @@ def _stores_result(job: Job) -> bool:
 
 @admin.register(QueuePause)
 class QueuePauseAdmin(QueuePauseModelAdmin):
+    """The paused queues. A queue is paused from the dashboard's buttons (who is
+    recorded, the name checked); deleting a row here resumes the queue through
+    ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""
+
     list_display = ("queue", "paused_at", "paused_by")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
+        api.resume_queue(obj.queue)
+
+    def delete_queryset(
+        self, request: HttpRequest, queryset: QuerySet[QueuePause]
+    ) -> None:
+        for pause in queryset:
+            api.resume_queue(pause.queue)
 
 
 @admin.register(Worker)

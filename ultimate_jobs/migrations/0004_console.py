@@ -1,6 +1,8 @@
-"""The operator console (issue 15): the attempt history (P6).
+"""The operator console (issue 15): the attempt history (P6) and the
+dashboard's admin page (P7).
 
-``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows.
+``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows; ``Dashboard``
+is a proxy (no table) that gives the admin its dashboard and queues page.
 """
 
 import django.db.models.deletion
@@ -13,6 +15,18 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.CreateModel(
+            name="Dashboard",
+            fields=[],
+            options={
+                "verbose_name": "dashboard",
+                "verbose_name_plural": "dashboard and queues",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
+            },
+            bases=("ultimate_jobs.job",),
+        ),
         migrations.CreateModel(
             name="Attempt",
             fields=[

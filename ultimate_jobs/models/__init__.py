@@ -19,6 +19,7 @@ from ultimate_jobs.declaration.states import (
 )
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
+from ultimate_jobs.models.console import Dashboard
 from ultimate_jobs.models.jobs import (
     CounterTier,
     Event,
@@ -43,6 +44,7 @@ __all__ = [
     "BackfillStatus",
     "CatchUp",
     "CounterTier",
+    "Dashboard",
     "DeclaredJob",
     "Event",
     "Job",

@@ -204,3 +204,19 @@ LEADER_RELEASE = typed("leader_release", LeaderReleased)
 SCHEDULER_SYNC = typed("scheduler_sync", Watermark)
 SCHEDULER_FIRE = typed("scheduler_fire", Fired)
 SCHEDULE_LIST = typed("schedule_list", StoredSchedule)
+
+
+# -- the operator console (P7) ---------------------------------------------------------
+
+
+class QueueStateCount(TypedDict):
+    """A row ``queue_overview`` answers: one (queue, state) of the watched states."""
+
+    queue: str
+    state: str
+    jobs: int
+    due: int
+    oldest_due_seconds: float | None
+
+
+QUEUE_OVERVIEW = typed("queue_overview", QueueStateCount)
