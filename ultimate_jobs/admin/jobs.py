@@ -8,22 +8,19 @@ admin log (who, when).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details, job_page
+from ultimate_jobs.admin import job_details, job_list, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.declaration.registry import registry
@@ -42,25 +39,6 @@ if TYPE_CHECKING:
 else:  # ModelAdmin is generic only to the type checker
     JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
     JobCounterModelAdmin = BackfillLedgerModelAdmin = admin.ModelAdmin
-
-
-class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
-    """Counts an unfiltered jobs table from the planner's estimate, so a million-row
-    table opens at once; filtered lists are counted exactly."""
-
-    @cached_property
-    def count(self) -> int:
-        rows = cast(QuerySet[Job], self.object_list)
-        if not rows.query.where:
-            with connections[rows.db].cursor() as cursor:
-                cursor.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
-                    [Job._meta.db_table],
-                )
-                row = cursor.fetchone()
-            if row and row[0] > 10_000:
-                return int(row[0])
-        return super().count
 
 
 _audit = job_page.audit
@@ -90,25 +68,35 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
 class JobAdmin(ReadOnly, JobModelAdmin):
     # Rows change only through the audited actions below (ReadOnly: no edit form).
     list_display = (
-        "short_id",
+        "job_id",
         "name",
         "queue",
         "state",
         "attempts",
         "tenant_id",
-        "run_at",
-        "created_at",
+        "created",
+        "wait",
+        "run_time",
     )
     list_filter = (
-        "state",
-        "queue",
-        "name",
+        job_list.StateFilter,
+        job_list.QueueFilter,
+        job_list.NameFilter,
+        job_list.TenantFilter,
         ("created_at", admin.DateFieldListFilter),
+        job_list.CreatedFromFilter,
+        job_list.CreatedToFilter,
         job_details.KeyFilter,
     )
-    search_fields = ("=id", "name", "=tenant_id", "idempotency_key")
+    # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
+    # name); listed so the admin draws its search box.
+    search_fields = ("=id",)
+    search_help_text = (
+        "A full id, id:<first hex digits>, an idempotency key (or its beginning), "
+        "a tenant, or a job name."
+    )
+    sortable_by = ()  # keyset pages: newest first, always
     show_full_result_count = False
-    paginator = EstimatedCountPaginator
     list_per_page = 100
     ordering = ("-id",)
     actions = ("retry_jobs", "cancel_jobs", "promote_jobs", "remove_jobs")
@@ -212,23 +200,29 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             context["act_url"] = reverse("admin:ultimate_jobs_job_act", args=[job.pk])
         return super().change_view(request, object_id, form_url, context)
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return job_list.KeysetChangeList
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        term = search_term.strip()
-        if (
-            term
-            and all(c in "0123456789abcdef-" for c in term.lower())
-            and len(term) >= 4
-        ):
-            return queryset.extra(
-                where=["id::text LIKE %s"], params=[term.lower() + "%"]
-            ), False
-        return super().get_search_results(request, queryset, search_term)
+        return job_list.search(queryset, search_term), False
 
     @admin.display(description="id")
-    def short_id(self, job: Job) -> str:
-        return str(job.id)[:13]
+    def job_id(self, job: Job) -> str:
+        return job_list.full_id(job)
+
+    @admin.display(description="created")
+    def created(self, job: Job) -> str:
+        return job_list.when(job.created_at)
+
+    @admin.display(description="waited")
+    def wait(self, job: Job) -> str:
+        return job_list.span(job_list.waited(job))
+
+    @admin.display(description="ran")
+    def run_time(self, job: Job) -> str:
+        return job_list.span(job_list.took(job))
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:

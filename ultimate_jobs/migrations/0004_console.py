@@ -1,5 +1,6 @@
 """The operator console (issue 15): the attempt history (P6) and the
-dashboard's admin page (P7).
+dashboard's admin page (P7),
+and the index the admin's search by idempotency key uses (P1).
 
 ``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows; ``Dashboard``
 is a proxy (no table) that gives the admin its dashboard and queues page.
@@ -62,6 +63,14 @@ class Migration(migrations.Migration):
                     models.Index(fields=["job", "id"], name="ultimate_jobs_attempt_job")
                 ],
             },
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                fields=["idempotency_key"],
+                name="ultimate_jobs_job_key",
+                opclasses=("varchar_pattern_ops",),
+            ),
         ),
         # Retention trims a job's attempts with the job (F6), whichever way the job row
         # is deleted; Django 5.2 cannot declare a database-level cascade.

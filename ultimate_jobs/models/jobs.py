@@ -110,6 +110,13 @@ class Job(models.Model):
                 name="ultimate_jobs_job_name_age",
             ),
             models.Index(fields=("tenant_id",), name="ultimate_jobs_job_tenant"),
+            # P1: the admin's search finds keys by prefix (``?q=report:42``) on a
+            # million-row table; the pattern opclass serves LIKE 'prefix%' and =.
+            models.Index(
+                fields=("idempotency_key",),
+                name="ultimate_jobs_job_key",
+                opclasses=("varchar_pattern_ops",),
+            ),
         )
 
     def __str__(self) -> str:
