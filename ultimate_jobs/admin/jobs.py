@@ -25,7 +25,7 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
+from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
 from ultimate_jobs.observability.redaction import shown
 
 BULK_LIMIT = 1000
@@ -35,9 +35,8 @@ if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
     JobCounterModelAdmin = admin.ModelAdmin[JobCounter]
     QueuePauseModelAdmin = admin.ModelAdmin[QueuePause]
-    WorkerModelAdmin = admin.ModelAdmin[Worker]
 else:  # ModelAdmin is generic only to the type checker
-    JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
+    JobModelAdmin = QueuePauseModelAdmin = admin.ModelAdmin
     JobCounterModelAdmin = BackfillLedgerModelAdmin = admin.ModelAdmin
 
 
@@ -351,31 +350,6 @@ class QueuePauseAdmin(QueuePauseModelAdmin):
     ) -> None:
         for pause in queryset:
             api.resume_queue(pause.queue)
-
-
-@admin.register(Worker)
-class WorkerAdmin(WorkerModelAdmin):
-    list_display = (
-        "id",
-        "host",
-        "pid",
-        "queues",
-        "slots",
-        "in_flight_count",
-        "abandoned",
-        "heartbeat_at",
-        "expires_at",
-    )
-
-    @admin.display(description="in flight")
-    def in_flight_count(self, worker: Worker) -> int:
-        return len(worker.in_flight)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(JobCounter)

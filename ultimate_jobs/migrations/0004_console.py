@@ -1,6 +1,7 @@
 """The operator console (issue 15): the attempt history (P6) and the
 dashboard's admin page (P7),
-and the index the admin's search by idempotency key uses (P1).
+the index the admin's search by idempotency key uses (P1), and a worker's drain
+request (W8).
 
 ``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows; ``Dashboard``
 is a proxy (no table) that gives the admin its dashboard and queues page.
@@ -71,6 +72,16 @@ class Migration(migrations.Migration):
                 name="ultimate_jobs_job_key",
                 opclasses=("varchar_pattern_ops",),
             ),
+        ),
+        migrations.AddField(
+            model_name="worker",
+            name="drain_requested_at",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="worker",
+            name="drain_requested_by",
+            field=models.CharField(blank=True, db_default="", max_length=255),
         ),
         # Retention trims a job's attempts with the job (F6), whichever way the job row
         # is deleted; Django 5.2 cannot declare a database-level cascade.

@@ -153,6 +153,10 @@ class Worker(models.Model):
     abandoned_jobs = models.JSONField(db_default=[], default=list)
     heartbeat_at = models.DateTimeField()
     expires_at = models.DateTimeField()
+    # An operator asked this worker to drain (issue 15): it stops claiming at its next
+    # heartbeat, finishes what it runs, and exits. Who asked, for the admin.
+    drain_requested_at = models.DateTimeField(null=True, blank=True)
+    drain_requested_by = models.CharField(max_length=255, blank=True, db_default="")
 
     class Meta:
         db_table = "ultimate_jobs_worker"
