@@ -36,6 +36,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── JobNotCancellable             cancel of a finished job
 ├── JobNotPromotable              promote of a job that is not waiting on its run time
 ├── TaskRunning                   a manual trigger while a run of the task is live
+├── TaskNotLoaded                 a task this process has not imported was asked to fire
 ├── JobKeyBusy                    a keyed concurrency limit refused the run
 ├── LeaseLost                     this worker no longer holds the job's claim
 ├── QueryError                    a named SQL statement failed (driver error in __cause__)
@@ -425,6 +426,21 @@ class JobNotPromotable(_JobStateRefused):
 
     code = "X_JOB_NOT_PROMOTABLE"
     verb = "promoted"
+
+
+class TaskNotLoaded(JobsError):
+    """A task a scheduler recorded, but whose code this process has not imported, was
+    asked to fire (pause, resume and next run need no code; a fire does)."""
+
+    code = "X_TASK_NOT_LOADED"
+
+    def __init__(self, name: object) -> None:
+        super().__init__(
+            f"name={name!r}: its code is not imported by this process (a newer "
+            "deploy, or an app this process does not install); fire it from a process "
+            "that imports it, or restart this one with the new code"
+        )
+        self.name = name
 
 
 class TaskRunning(JobsError):

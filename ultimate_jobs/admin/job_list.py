@@ -167,6 +167,20 @@ class TenantFilter(_ValueFilter):
     field = "tenant_id"
 
 
+class FiredByFilter(_ValueFilter):
+    """Jobs a task or schedule fired (``?fired_by=task:nightly``): their correlation
+    id is ``<kind>:<name>@<occurrence>`` (C7), found through its pattern index."""
+
+    title = "fired by"
+    parameter_name = "fired_by"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(correlation_id__startswith=f"{value}@")
+
+
 def parse_instant(value: str) -> datetime:
     """An ISO 8601 date or time; a naive one is read in the current time zone."""
     moment = parse_datetime(value)

@@ -85,6 +85,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         ("created_at", admin.DateFieldListFilter),
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
+        job_list.FiredByFilter,
         job_details.KeyFilter,
     )
     # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,

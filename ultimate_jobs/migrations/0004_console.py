@@ -1,7 +1,7 @@
-"""The operator console (issue 15): the attempt history (P6) and the
-dashboard's admin page (P7),
-the index the admin's search by idempotency key uses (P1), and a worker's drain
-request (W8).
+"""The operator console (issue 15): the attempt history (P6), the dashboard's admin
+page (P7), the indexes the admin's search by idempotency key (P1) and its list of the
+jobs a task fired (C7) use, a worker's drain request (W8), and the spelling of
+"webhook deliveries".
 
 ``ultimate_jobs_attempt`` keeps the attempts the job row no longer shows; ``Dashboard``
 is a proxy (no table) that gives the admin its dashboard and queues page.
@@ -82,6 +82,18 @@ class Migration(migrations.Migration):
             model_name="worker",
             name="drain_requested_by",
             field=models.CharField(blank=True, db_default="", max_length=255),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                fields=["correlation_id"],
+                name="ultimate_jobs_job_correlation",
+                opclasses=("varchar_pattern_ops",),
+            ),
+        ),
+        migrations.AlterModelOptions(
+            name="webhookdelivery",
+            options={"ordering": ("-id",), "verbose_name_plural": "webhook deliveries"},
         ),
         # Retention trims a job's attempts with the job (F6), whichever way the job row
         # is deleted; Django 5.2 cannot declare a database-level cascade.

@@ -117,6 +117,12 @@ class Job(models.Model):
                 name="ultimate_jobs_job_key",
                 opclasses=("varchar_pattern_ops",),
             ),
+            # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
+            models.Index(
+                fields=("correlation_id",),
+                name="ultimate_jobs_job_correlation",
+                opclasses=("varchar_pattern_ops",),
+            ),
         )
 
     def __str__(self) -> str:
