@@ -31,7 +31,8 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.models import Job, JobState
@@ -318,7 +319,22 @@ def full_id(job: Job) -> str:
 
 
 def when(value: datetime | None) -> str:
-    """An instant to the second, in the current time zone."""
+    """An instant to the second, in the current time zone; the year only when it is
+    not this one (the title holds the whole instant)."""
     if value is None:
         return "—"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    local = timezone.localtime(value)
+    short = (
+        "%m-%d %H:%M:%S"
+        if local.year == timezone.localtime().year
+        else "%Y-%m-%d %H:%M:%S"
+    )
+    return format_html(
+        '<span title="{}">{}</span>', local.isoformat(), local.strftime(short)
+    )
+
+
+def dotted(name: str) -> str:
+    """A job name that may wrap after each dot, never inside a word."""
+    parts = name.split(".")
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((p,) for p in parts))

@@ -68,11 +68,11 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     # Rows change only through the audited actions below (ReadOnly: no edit form).
     list_display = (
         "job_id",
-        "name",
+        "job_name",
         "queue",
         "state",
         "attempts",
-        "tenant_id",
+        "tenant",
         "created",
         "wait",
         "run_time",
@@ -211,6 +211,14 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="id")
     def job_id(self, job: Job) -> str:
         return job_list.full_id(job)
+
+    @admin.display(description="name")
+    def job_name(self, job: Job) -> str:
+        return job_list.dotted(job.name)
+
+    @admin.display(description="tenant")
+    def tenant(self, job: Job) -> str:
+        return job.tenant_id or "—"
 
     @admin.display(description="created")
     def created(self, job: Job) -> str:

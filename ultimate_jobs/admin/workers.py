@@ -17,7 +17,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from ultimate_jobs import api
 from ultimate_jobs.models import Worker
@@ -88,7 +89,7 @@ class WorkerAdmin(WorkerModelAdmin):
         if not ids:
             return "— (none at its last heartbeat)"
         return format_html_join(
-            format_html("<br>"),
+            mark_safe("<br>"),
             '<a href="{}"><code>{}</code></a>',
             (
                 (reverse("admin:ultimate_jobs_job_change", args=[job_id]), job_id)
