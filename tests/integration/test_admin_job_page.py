@@ -53,7 +53,8 @@ def test_a_dead_job_retried_from_a_step_reruns_that_step_and_the_later_ones(
     assert 'id="uj-retry"' in html and 'id="uj-cancel"' not in html
     assert '<option value="transform">from step transform</option>' in html
     # Step outputs are shown, redacted like the input (B5).
-    assert "fetch  step  done" in html and "&quot;step&quot;: &quot;fetch&quot;" in html
+    assert "<td>fetch</td><td>step</td><td>done</td>" in html
+    assert "&quot;step&quot;: &quot;fetch&quot;" in html
     assert "s3cret" not in html
     response = act(client, answer.id, verb="retry", from_step="fetch")
     assert said(response) == [f"Job {answer.id}: retried from step 'fetch'."]

@@ -8,6 +8,7 @@ record), and one wording for every result (admin/refusals.py).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -19,10 +20,12 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from ultimate_jobs import api
+from ultimate_jobs.admin.job_list import span
 from ultimate_jobs.admin.refusals import moved, refused
 from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import FINISHED_STATES, Job
+from ultimate_jobs.models import FINISHED_STATES, Job, JobStep
+from ultimate_jobs.observability.redaction import shown
 
 # The buttons a job in each state offers, in order (a button the state cannot use is
 # not drawn; the verb still refuses it in words if a stale page posts it).
@@ -132,6 +135,44 @@ def attempt_table(job: Job) -> str:
         "<table id='uj-attempts'><thead><tr><th>#</th><th>run</th><th>worker</th>"
         "<th>started</th><th>finished</th><th>outcome</th><th>error</th></tr></thead>"
         "<tbody>{}</tbody></table>",
+        body,
+    )
+
+
+def step_table(job: Job) -> str:
+    """The current stage's steps, in order: kind, state, start (to the millisecond,
+    UTC), how long each took, and its output redacted like the input (S1-S4, B5)."""
+    view = shown(job.name, job.input)
+    steps = [s for s in job.steps.all().order_by("id") if not s.archived]
+    if not steps:
+        return "—"
+
+    def cells(step: JobStep) -> tuple[Any, ...]:
+        took = (
+            span((step.finished_at - step.started_at).total_seconds())
+            if step.started_at and step.finished_at
+            else "—"
+        )
+        output = "" if step.output is None else json.dumps(view.value(step.output))
+        return (
+            step.name,
+            step.kind,
+            step.status,
+            _when(step.started_at.isoformat() if step.started_at else None),
+            took,
+            output[:500] + ("…" if len(output) > 500 else ""),
+        )
+
+    body = format_html_join(
+        "",
+        "<tr class='uj-step'><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td><code>{}</code></td></tr>",
+        (cells(step) for step in steps),
+    )
+    return format_html(
+        "<table id='uj-steps'><thead><tr><th>step</th><th>kind</th><th>state</th>"
+        "<th>started</th><th>took</th><th>output</th></tr></thead><tbody>{}</tbody>"
+        "</table>",
         body,
     )
 

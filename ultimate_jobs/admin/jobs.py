@@ -282,21 +282,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
-        """The current stage's steps with their timings and outputs (S1-S4), the
-        outputs redacted like the input (B5)."""
-        view = shown(job.name, job.input)
-        lines = []
-        for step in job.steps.all():
-            if step.archived:
-                continue
-            output = "" if step.output is None else json.dumps(view.value(step.output))
-            lines.append(
-                f"{step.name}  {step.kind}  {step.status}  "
-                f"{step.started_at.isoformat() if step.started_at else '-'}  "
-                f"{step.finished_at.isoformat() if step.finished_at else '-'}"
-                f"{'  ' + output[:500] if output else ''}"
-            )
-        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+        return job_page.step_table(job)
 
     # Detail fields rendered by admin/job_details.py (functions of the job alone).
     key_link = staticmethod(job_details.same_key_link)
