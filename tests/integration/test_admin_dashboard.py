@@ -133,3 +133,29 @@ def test_a_viewer_cannot_pause(client):
     response = client.post(reverse(QUEUE), {"queue": "default", "verb": "pause"})
     assert response.status_code == 403
     assert api.paused_queues() == []
+
+
+@pytest.mark.django_db
+def test_retry_dead_requeues_a_queues_dead_jobs_bounded_and_recorded(
+    client, jobs, monkeypatch
+):
+    from ultimate_jobs.api import verbs
+
+    login(client, "change_job")
+    monkeypatch.setattr(verbs, "BULK_LIMIT", 2)
+    dead = [terminal.enqueue(key=f"d{i}") for i in range(3)]
+    jobs.run()
+    html = client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="uj-retry-dead-default"' in html
+    response = client.post(
+        reverse(QUEUE), {"queue": "default", "verb": "retry-dead"}, follow=True
+    )
+    assert said(response) == [
+        "Queue 'default', retry dead: 2 jobs retried, 0 refused, 1 not reached "
+        "(at most 1000 per action; run it again for the rest)."
+    ]
+    states = sorted(api.get(d.id)["state"] for d in dead)
+    assert states == ["dead", "ready", "ready"]
+    assert all(
+        a["actor"]["source"] == "admin" for d in dead for a in api.job_actions(d.id)
+    )

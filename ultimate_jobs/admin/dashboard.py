@@ -6,7 +6,8 @@ throughput and failure rate of the last hour and day, and a chart of the last 24
 drawn as SVG on the server (admin/charts.py). Every queue links to its jobs. Pause and
 Resume are buttons: they need ``change_job``, record who paused, go through
 ``ultimate_jobs.api`` (a resume wakes the queue's workers, N1) and refuse a queue name
-nobody declares or uses. Numbers come from ``api.overview`` (api/overview.py).
+nobody declares or uses. *Retry dead* requeues up to 1,000 of a queue's dead jobs per
+press (the bulk retry, P2; each job's retry recorded with the admin user). Numbers come from ``api.overview`` (api/overview.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from django.utils.http import urlencode
 from ultimate_jobs import api
 from ultimate_jobs.admin import charts
 from ultimate_jobs.admin.permissions import ReadOnly
+from ultimate_jobs.admin.refusals import bulk_summary
+from ultimate_jobs.api import BULK_LIMIT
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import Dashboard
@@ -133,6 +136,8 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
                 "nothing was paused or resumed.",
             )
             return back
+        if verb == "retry-dead":
+            return self._retry_dead(request, queue, back)
         try:
             if verb == "pause":
                 by = f"{request.user.get_username()} (admin)"
@@ -152,5 +157,19 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             return back
         (messages.success if changed else messages.warning)(
             request, f"Queue {queue!r} {said}."
+        )
+        return back
+
+    def _retry_dead(
+        self, request: HttpRequest, queue: str, back: HttpResponse
+    ) -> HttpResponse:
+        """Retry the queue's dead jobs, at most 1,000 a press (P2), audited per job."""
+        actor = api.operator_of(request.user, source="admin")
+        answer = api.bulk("retry", state="dead", queue=queue, actor=actor)
+        messages.success(
+            request,
+            bulk_summary(
+                "retry", answer["affected"], 0, answer["remaining"], BULK_LIMIT
+            ).replace("Retry:", f"Queue {queue!r}, retry dead:", 1),
         )
         return back
