@@ -137,3 +137,22 @@ def test_attempts_go_with_the_job(jobs):
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM ultimate_jobs_job WHERE id = %s", [answer.id])
     assert Attempt.objects.filter(job_id=answer.id).count() == 0
+
+
+def test_a_rescheduled_stage_keeps_its_attempts(jobs):
+    """S5 resets the attempt count for the next stage: the history still shows
+    every attempt of every stage, in order."""
+    from tests.testapp.durable_jobs import recover_cart
+
+    answer = recover_cart.enqueue(key="staged")
+    jobs.run()
+    jobs.travel(hours=1, seconds=1)
+    jobs.run()
+    jobs.travel(days=1, seconds=1)
+    jobs.run()
+    attempts = show(answer.id)["attempts"]
+    assert [(a["attempt"], a["outcome"]) for a in attempts] == [
+        (1, "rescheduled"),
+        (1, "rescheduled"),
+        (1, "completed"),
+    ]

@@ -50,9 +50,11 @@ def attempts_json(job: Job) -> list[dict[str, Any]]:
         }
         for row in kept
     ]
-    held = {(row.run_id, row.attempt) for row in kept}
+    # A kept row is the row's own latest attempt when it names the same run, number
+    # and start: a retry, an abandon or a reschedule kept it, and no claim came since.
+    held = {(row.run_id, row.attempt, row.started_at) for row in kept}
     if job.attempt > 0 and job.started_at is not None:
-        if (job.run_id, job.attempt) not in held:
+        if (job.run_id, job.attempt, job.started_at) not in held:
             outcome = row_outcome(job)
             # A retried attempt's error stays on the row until the next one ends
             # badly: a running or completed attempt has none of its own.

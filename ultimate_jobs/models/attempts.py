@@ -27,7 +27,8 @@ class Attempt(models.Model):
     worker_id = models.CharField(max_length=200, blank=True, db_default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # retried, lapsed, abandoned, completed, dead-lettered, dropped, refused, cancelled
+    # retried, lapsed, abandoned, rescheduled, completed, dead-lettered, dropped,
+    # refused, cancelled
     outcome = models.CharField(max_length=32)
     error = models.TextField(blank=True, db_default="")  # bounded, with the traceback
     error_code = models.CharField(max_length=64, blank=True, db_default="")
