@@ -159,3 +159,25 @@ def test_retry_dead_requeues_a_queues_dead_jobs_bounded_and_recorded(
     assert all(
         a["actor"]["source"] == "admin" for d in dead for a in api.job_actions(d.id)
     )
+
+
+@pytest.mark.django_db
+def test_counters_of_a_name_nobody_declares_or_keeps_count_under_a_question_mark(
+    client,
+):
+    from django.utils import timezone
+
+    from ultimate_jobs.models import JobCounter
+
+    login(client, "change_job")
+    JobCounter.objects.create(
+        name="retired.job",
+        tier=60,
+        bucket=timezone.now().replace(second=0, microsecond=0),
+        done=3,
+        dead=1,
+    )
+    numbers = {q["queue"]: q for q in overview()["queues"]}
+    assert numbers["?"]["hour"] == {"done": 3, "failed": 1, "failure_rate": 0.25}
+    html = client.get(reverse(DASHBOARD)).content.decode()
+    assert 'data-queue="?"' in html and 'id="uj-pause-?"' not in html

@@ -38,13 +38,15 @@ def _queue_of(names: set[str]) -> dict[str, str]:
     """The queue of each job name: its declaration, else the newest row's queue."""
     found = {n: registry.get(n).definition.queue for n in names if n in registry}
     for name in names - found.keys():
-        row = (
+        # Any row of the name will do: no ORDER BY, so the (name, ...) index answers
+        # at once, also for a name none of whose rows is left.
+        rows = list(
             Job.objects.using(get_settings().DATABASE)
             .filter(name=name)
-            .values_list("queue", flat=True)
-            .first()
+            .order_by()
+            .values_list("queue", flat=True)[:1]
         )
-        found[name] = row or "?"
+        found[name] = rows[0] if rows else "?"
     return found
 
 
