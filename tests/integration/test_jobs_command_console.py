@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 from django.core.management import call_command
 
 from tests.testapp.console_jobs import three_steps
-from tests.testapp.jobs import terminal
+from tests.testapp.jobs import noop, terminal
 from ultimate_jobs import api
 from ultimate_jobs.api import verbs
 from ultimate_jobs.models import Job, JobStep
@@ -69,3 +70,20 @@ def test_pause_warns_on_a_queue_nobody_declares():
     assert "no job of this deploy declares queue 'no-such-queue'" in err
     _, err = jobs_cmd("pause", "default")
     assert err == ""
+
+
+def test_show_takes_the_start_of_an_id_when_one_job_has_it(jobs):
+    from ultimate_jobs.api.reads import resolve_id
+    from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
+
+    answer = noop.enqueue(key="prefix")
+    out, _ = jobs_cmd("show", str(answer.id)[:13], "--json")
+    assert json.loads(out)["id"] == str(answer.id)
+    with pytest.raises(JobNotFound):
+        resolve_id("ffffffff")
+    other = noop.enqueue(key="prefix-2")
+    twin = uuid.UUID(str(answer.id)[:14] + str(other.id)[14:])  # same first 12 digits
+    Job.objects.filter(pk=other.id).update(id=twin)
+    with pytest.raises(InvalidArgument, match="more than one job"):
+        resolve_id(str(answer.id)[:13])
+    assert resolve_id(str(twin)) == twin  # a whole id is never ambiguous

@@ -46,6 +46,34 @@ def parse_job_id(value: object) -> uuid.UUID:
         raise InvalidArgument("id", value, "a job id is a UUID") from None
 
 
+def resolve_id(value: object) -> uuid.UUID:
+    """A job id from a UUID, or from the first 8 or more hex digits of exactly one
+    job's id (``jobs show 01a23311-5dd``); anything else is InvalidArgument."""
+    text = str(value).strip().lower()
+    digits = text.replace("-", "")
+    if (
+        len(digits) == 32
+        or not (8 <= len(digits) < 32)
+        or not all(c in "0123456789abcdef" for c in digits)
+    ):
+        return parse_job_id(value)
+    low = uuid.UUID(digits.ljust(32, "0"))
+    high = uuid.UUID(digits.ljust(32, "f"))
+    found = list(
+        _jobs()
+        .filter(id__gte=low, id__lte=high)
+        .order_by("id")
+        .values_list("id", flat=True)[:2]
+    )
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise JobNotFound(text)
+    raise InvalidArgument(
+        "id", value, "more than one job's id begins with it: give more digits"
+    )
+
+
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row, or JobNotFound (RowUnreadable for a row Python cannot read, B4)."""
     found = Job.objects.using(get_settings().DATABASE).filter(pk=job_id)[:1]

@@ -149,7 +149,11 @@ class Command(BaseCommand):
         _json(retrying)
         add_actor_argument(retrying)
         for verb, text in (
-            ("show", "one job with its steps, attempts, logs and backfill pass"),
+            (
+                "show",
+                "one job with its steps, attempts, logs and backfill pass (the id, or "
+                "its first 8+ hex digits when one job's id begins so)",
+            ),
             ("remove", "delete a job that is not running"),
             ("promote", "make a delayed job due now"),
         ):
@@ -232,7 +236,8 @@ class Command(BaseCommand):
         )
 
     def do_show(self, options: dict[str, Any]) -> dict[str, Any]:
-        return api.get(options["id"])
+        # A read may name a job by the start of its id (8+ hex digits, one job).
+        return api.get(introspection.resolve_id(options["id"]))
 
     def do_retry(self, options: dict[str, Any]) -> dict[str, Any]:
         who = actor_of(options)
