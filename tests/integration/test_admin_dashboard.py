@@ -72,9 +72,10 @@ def test_the_dashboard_renders_every_queue_with_a_chart_and_drill_down(client, j
     assert reverse("admin:ultimate_jobs_job_changelist") + "?queue=mail" in html
     assert "?queue=default&amp;state=dead" in html
     assert "uj-pause-mail" not in html  # view only: no buttons
-    # The admin index links to it.
-    index = client.get(reverse("admin:app_list", args=["ultimate_jobs"]))
-    assert reverse(DASHBOARD) in index.content.decode()
+    # The app's index opens with a link to it, above the list of pages.
+    index = client.get(reverse("admin:app_list", args=["ultimate_jobs"])).content
+    html = index.decode()
+    assert html.index('id="uj-open-dashboard"') < html.index('id="content-main"')
 
 
 @pytest.mark.django_db(transaction=True)
