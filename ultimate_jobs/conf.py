@@ -84,6 +84,8 @@ class JobsSettings:
     WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = ()
     # Log records a body writes through run.logger kept per attempt (0: none kept).
     RUN_LOG_MAX_ENTRIES: int = 200
+    # The JSON a store_result=True body may return, in bytes (P8); larger fails the job.
+    MAX_RESULT_BYTES: int = 64 * 1024
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -231,6 +233,7 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         "PURGE_MAX_BATCHES",
         "MAX_INPUT_BYTES",
         "MAX_INPUT_DEPTH",
+        "MAX_RESULT_BYTES",
     }:
         return _positive_int(key, value)
     if key == "REDACT":
@@ -301,6 +304,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
             "PURGE_MAX_BATCHES",
             "MAX_INPUT_BYTES",
             "MAX_INPUT_DEPTH",
+            "MAX_RESULT_BYTES",
             "RUN_LOG_MAX_ENTRIES",
         ),
         int,

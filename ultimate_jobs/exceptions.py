@@ -18,6 +18,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── InvalidJobPayload             input that does not fit the job's signature
 │   ├── InputTooLarge             an input's JSON passes MAX_INPUT_BYTES
 │   └── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+├── ResultTooLarge                a store_result body returned JSON past MAX_RESULT_BYTES
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
 ├── UnknownJob                    no job is registered under a name
@@ -35,6 +36,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── JobNotCancellable             cancel of a finished job
 ├── JobNotPromotable              promote of a job that is not waiting on its run time
 ├── TaskRunning                   a manual trigger while a run of the task is live
+├── TaskNotLoaded                 a task this process has not imported was asked to fire
 ├── JobKeyBusy                    a keyed concurrency limit refused the run
 ├── LeaseLost                     this worker no longer holds the job's claim
 ├── QueryError                    a named SQL statement failed (driver error in __cause__)
@@ -226,6 +228,23 @@ class InputTooLarge(InvalidJobPayload):
         self.max_bytes = max_bytes
 
 
+class ResultTooLarge(JobsError):
+    """A ``store_result=True`` body returned JSON longer than MAX_RESULT_BYTES (P8)."""
+
+    code = "X_RESULT_TOO_LARGE"
+
+    def __init__(self, job: str, size: int, max_bytes: int) -> None:
+        super().__init__(
+            f"{job}: result={size} bytes of JSON: MAX_RESULT_BYTES is {max_bytes} "
+            "(keep large data in your own tables and return its id)",
+            field="result",
+            value=size,
+        )
+        self.job = job
+        self.size = size
+        self.max_bytes = max_bytes
+
+
 class InputTooDeep(InvalidJobPayload):
     """An input nests deeper than MAX_INPUT_DEPTH (B4)."""
 
@@ -407,6 +426,21 @@ class JobNotPromotable(_JobStateRefused):
 
     code = "X_JOB_NOT_PROMOTABLE"
     verb = "promoted"
+
+
+class TaskNotLoaded(JobsError):
+    """A task a scheduler recorded, but whose code this process has not imported, was
+    asked to fire (pause, resume and next run need no code; a fire does)."""
+
+    code = "X_TASK_NOT_LOADED"
+
+    def __init__(self, name: object) -> None:
+        super().__init__(
+            f"name={name!r}: its code is not imported by this process (a newer "
+            "deploy, or an app this process does not install); fire it from a process "
+            "that imports it, or restart this one with the new code"
+        )
+        self.name = name
 
 
 class TaskRunning(JobsError):

@@ -7,6 +7,8 @@ children and watches them:
 - a worker that exits while the demo is not stopping (a crash, a SIGTERM from outside)
   is restarted, and the demo says so loudly; one that exits 5 times in a minute stops
   the demo with exit status 1, as does a web server that exits (the admin IS the demo);
+- the web server runs with runserver's autoreload, so a code change is served without
+  a restart; its process group (the reloader and the server it runs) is signalled;
 - SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the demo: the worker drains (SIGTERM; a
   second Ctrl-C cuts the drain; past DRAIN_TIMEOUT and a margin, SIGKILL), the web
   server gets SIGINT (runserver then exits 0 and lets go of the embedded server), then
@@ -60,10 +62,15 @@ def _as_child() -> None:
 class Child:
     """One child process of the demo, restartable."""
 
-    def __init__(self, label: str, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, label: str, argv: list[str], env: dict[str, str], *, group: bool = False
+    ) -> None:
         self.label = label
         self.argv = argv
         self.env = env
+        # Signal its whole process group: runserver's autoreloader runs the server in
+        # a child of its own, which must get the stop signal too.
+        self.group = group
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -81,7 +88,25 @@ class Child:
 
     def signal(self, signum: int) -> None:
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signum)
+            if self.group:
+                try:
+                    os.killpg(self.proc.pid, signum)  # its own group (_as_child)
+                except ProcessLookupError:
+                    pass
+            else:
+                self.proc.send_signal(signum)
+
+    def kill(self) -> None:
+        """SIGKILL it (its whole group for a grouped child) and reap it."""
+        if self.proc is None:
+            return
+        if self.group:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.kill()
+        self.proc.wait()
 
     def how_it_ended(self) -> str:
         code = self.exit_status()
@@ -108,10 +133,10 @@ class Demo:
         self.out = out
         env = {**os.environ, "DEMO_PORT": str(port), "PYTHONUNBUFFERED": "1"}
         python = [sys.executable, MANAGE]
+        # With runserver's autoreload (issue 16 item 9): a code change, a newly
+        # declared job or task included, is served without restarting the demo.
         self.web = Child(
-            "web server",
-            [*python, "runserver", "--noreload", f"127.0.0.1:{port}"],
-            env,
+            "web server", [*python, "runserver", f"127.0.0.1:{port}"], env, group=True
         )
         self.worker = Child(
             "worker", [*python, "jobs_worker", "--concurrency", str(concurrency)], env
@@ -257,8 +282,7 @@ class Demo:
                             f"the {child.label} (pid {child.pid}) did not stop "
                             f"within {timeout:.0f} s: killing it"
                         )
-                        child.proc.kill()
-                        child.proc.wait()
+                        child.kill()
                 break
             time.sleep(0.1)
         connections.close_all()

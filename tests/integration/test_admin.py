@@ -46,8 +46,9 @@ def test_the_job_detail_shows_its_step_trace(client, operator, jobs):
     jobs.run()
     detail = client.get(reverse("admin:ultimate_jobs_job_change", args=[answer.id]))
     page = detail.content.decode()
-    assert "provision  step  done" in page
-    assert "sleep:3d  sleep  waiting" in page
+    assert "<tr class='uj-step'><td>provision</td><td>step</td><td>done</td>" in page
+    assert "<td>sleep:3d</td><td>sleep</td><td>waiting</td>" in page
+    assert " UTC</td>" in page and "+00:00" not in page.split("uj-steps")[1]
 
 
 def test_retry_action_requeues_and_is_audited(client, operator, jobs):

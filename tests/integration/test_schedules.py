@@ -255,7 +255,7 @@ def test_pause_resume_and_run_now_from_the_admin_are_permission_checked_and_audi
         page = client.post(url, {"action": action, "_selected_action": [schedule.pk]})
         assert page.status_code == 302
     mark = TaskWatermark.objects.get(key="schedule:ops")
-    assert (mark.paused, mark.paused_by) == (True, "op")
+    assert (mark.paused, mark.paused_by) == (True, "op (admin)")
     assert keys() == ["n"]  # run now: the job's own key, not an occurrence's
     assert LogEntry.objects.filter(change_message="pause via admin").count() == 1
     # The task-fires page needs the change permission on it for its actions.

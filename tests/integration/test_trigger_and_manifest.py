@@ -74,14 +74,17 @@ def test_the_admin_run_now_is_refused_while_live_and_the_forced_one_fires(
     page = client.post(
         url, {"action": "run_now", "_selected_action": [mark.pk]}, follow=True
     )
-    text = page.content.decode()
-    assert "Run now: 0 done, 1 refused" in text  # the admin capitalises messages
-    assert "X_TASK_RUNNING" in text
+    said = [str(m) for m in page.context["messages"]]
+    assert len(said) == 1
+    assert said[0].startswith("Task nightly was refused: ")  # in words (issue 15)
+    assert said[0].endswith("[X_TASK_RUNNING]")
     assert Job.objects.filter(name="testapp.noop").count() == 1
     page = client.post(
         url, {"action": "run_now_forced", "_selected_action": [mark.pk]}, follow=True
     )
-    assert "Run now (forced): 1 done, 0 refused" in page.content.decode()
+    assert [str(m) for m in page.context["messages"]] == [
+        "Task nightly: run now (forced) (1 job enqueued)."
+    ]
     assert Job.objects.filter(name="testapp.noop").count() == 2
 
 

@@ -628,7 +628,12 @@ def test_a_person_re_enables_an_endpoint_from_the_admin(client, ledger):
     )
     assert deliveries_page.status_code == 200
     assert "evt_x" in deliveries_page.content.decode()
-    client.post(url, {"action": "enable_endpoints", "_selected_action": ["ep9"]})
+    response = client.post(
+        url, {"action": "enable_endpoints", "_selected_action": ["ep9"]}, follow=True
+    )
+    assert [str(m) for m in response.context["messages"]] == [
+        "Webhook endpoints: 1 re-enabled."  # one wording for every result (issue 15)
+    ]
     row = WebhookEndpointState.objects.get(pk="ep9")
     assert (row.disabled_at, row.enabled_by) == (None, "ops")
     assert not ledger.is_disabled("ep9")

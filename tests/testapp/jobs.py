@@ -354,6 +354,7 @@ def pickup_stamp(run: Run, key: str) -> None:
 # The factory jobs the process tests run: exports and webhooks (F4, F5), a backfill (F1).
 from . import (  # noqa: E402
     backfill_jobs,  # noqa: F401
+    console_jobs,  # noqa: F401 - issue 15: the operator console
     factory_jobs,  # noqa: F401
     seed_jobs,  # noqa: F401 - issue 20: spans, per-run logs, signals
 )

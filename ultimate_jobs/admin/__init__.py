@@ -5,6 +5,13 @@ Django's admin autodiscovery imports this package; importing it registers every 
 
 from __future__ import annotations
 
-from ultimate_jobs.admin import jobs, manifest, scheduling, webhooks
+from ultimate_jobs.admin import (
+    dashboard,
+    jobs,
+    manifest,
+    scheduling,
+    webhooks,
+    workers,
+)
 
-__all__ = ["jobs", "manifest", "scheduling", "webhooks"]
+__all__ = ["dashboard", "jobs", "manifest", "scheduling", "webhooks", "workers"]

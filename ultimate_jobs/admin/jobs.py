@@ -8,24 +8,24 @@ admin log (who, when).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
-from django.core.paginator import Paginator
-from django.db import connections
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.utils.functional import cached_property
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils.html import format_html
 
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details
+from ultimate_jobs.admin import job_details, job_list, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
+from ultimate_jobs.admin.refusals import bulk_summary, refused
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause, Worker
+from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
 from ultimate_jobs.observability.redaction import shown
 
 BULK_LIMIT = 1000
@@ -35,60 +35,31 @@ if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
     JobCounterModelAdmin = admin.ModelAdmin[JobCounter]
     QueuePauseModelAdmin = admin.ModelAdmin[QueuePause]
-    WorkerModelAdmin = admin.ModelAdmin[Worker]
 else:  # ModelAdmin is generic only to the type checker
-    JobModelAdmin = QueuePauseModelAdmin = WorkerModelAdmin = admin.ModelAdmin
+    JobModelAdmin = QueuePauseModelAdmin = admin.ModelAdmin
     JobCounterModelAdmin = BackfillLedgerModelAdmin = admin.ModelAdmin
 
 
-class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
-    """Counts an unfiltered jobs table from the planner's estimate, so a million-row
-    table opens at once; filtered lists are counted exactly."""
-
-    @cached_property
-    def count(self) -> int:
-        rows = cast(QuerySet[Job], self.object_list)
-        if not rows.query.where:
-            with connections[rows.db].cursor() as cursor:
-                cursor.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
-                    [Job._meta.db_table],
-                )
-                row = cursor.fetchone()
-            if row and row[0] > 10_000:
-                return int(row[0])
-        return super().count
-
-
-def _audit(request: HttpRequest, job: Job, message: str) -> None:
-    """Record who did what to which job, in Django's admin log."""
-    LogEntry.objects.log_actions(
-        user_id=cast(int, request.user.pk),
-        queryset=[job],
-        action_flag=CHANGE,
-        change_message=message,
-        single_object=True,
-    )
+_audit = job_page.audit
 
 
 def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) -> None:
     """Apply one verb to the selected jobs, recording the admin user as its actor."""
-    done, refused = 0, []
+    done, refusals = 0, []
     actor = api.operator_of(request.user, source="admin")
     for job in queryset[:BULK_LIMIT]:
         try:
             call(job.pk, actor)
         except JobsError as exc:
-            refused.append(f"{job.pk}: {exc.code}")
+            refusals.append(refused(job.pk, exc))
             continue
         done += 1
         _audit(request, job, f"{verb} via admin")
     remaining = max(queryset.count() - BULK_LIMIT, 0)
     messages.info(
-        request,
-        f"{verb}: {done} affected, {len(refused)} refused, {remaining} not reached (max {BULK_LIMIT} per call)",
+        request, bulk_summary(verb, done, len(refusals), remaining, BULK_LIMIT)
     )
-    for line in refused[:10]:
+    for line in refusals[:10]:
         messages.warning(request, line)
 
 
@@ -96,25 +67,36 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
 class JobAdmin(ReadOnly, JobModelAdmin):
     # Rows change only through the audited actions below (ReadOnly: no edit form).
     list_display = (
-        "short_id",
-        "name",
+        "job_id",
+        "job_name",
         "queue",
         "state",
         "attempts",
-        "tenant_id",
-        "run_at",
-        "created_at",
+        "tenant",
+        "created",
+        "wait",
+        "run_time",
     )
     list_filter = (
-        "state",
-        "queue",
-        "name",
+        job_list.StateFilter,
+        job_list.QueueFilter,
+        job_list.NameFilter,
+        job_list.TenantFilter,
         ("created_at", admin.DateFieldListFilter),
+        job_list.CreatedFromFilter,
+        job_list.CreatedToFilter,
+        job_list.FiredByFilter,
         job_details.KeyFilter,
     )
-    search_fields = ("=id", "name", "=tenant_id", "idempotency_key")
+    # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
+    # name); listed so the admin draws its search box.
+    search_fields = ("=id",)
+    search_help_text = (
+        "A full id, id:<first hex digits>, an idempotency key (or its beginning), "
+        "a tenant, or a job name."
+    )
+    sortable_by = ()  # keyset pages: newest first, always
     show_full_result_count = False
-    paginator = EstimatedCountPaginator
     list_per_page = 100
     ordering = ("-id",)
     actions = ("retry_jobs", "cancel_jobs", "promote_jobs", "remove_jobs")
@@ -139,6 +121,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "error_code",
         "stop_reason",
         "pretty_error",
+        "attempt_history",
         "pretty_progress",
         "pretty_result",
         "step_trace",
@@ -169,23 +152,85 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             )
         return changelist
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """``result`` only for a job whose declaration keeps it (P8)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is None or not _stores_result(obj):
+            fields.remove("pretty_result")
+        return fields
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        act = path(
+            "<path:object_id>/act/",
+            self.admin_site.admin_view(self.act_view),
+            name="ultimate_jobs_job_act",
+        )
+        return [act, *super().get_urls()]
+
+    def act_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """A button of the job's page (job_page.act): permission-checked, audited."""
+        job = self.get_object(request, object_id)
+        if job is None or not self.has_view_permission(request, job):
+            raise PermissionDenied("no such job, or you may not see it")
+        return job_page.act(
+            request,
+            job,
+            operate=self.has_operate_permission(request),
+            remove=self.has_remove_permission(request),
+        )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        job = self.get_object(request, object_id)
+        if job is not None:
+            context["job_actions"] = job_page.offered(
+                job,
+                operate=self.has_operate_permission(request),
+                remove=self.has_remove_permission(request),
+            )
+            context["job_steps"] = job_page.current_steps(job)
+            context["act_url"] = reverse("admin:ultimate_jobs_job_act", args=[job.pk])
+        return super().change_view(request, object_id, form_url, context)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return job_list.KeysetChangeList
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
     ) -> tuple[QuerySet[Job], bool]:
-        term = search_term.strip()
-        if (
-            term
-            and all(c in "0123456789abcdef-" for c in term.lower())
-            and len(term) >= 4
-        ):
-            return queryset.extra(
-                where=["id::text LIKE %s"], params=[term.lower() + "%"]
-            ), False
-        return super().get_search_results(request, queryset, search_term)
+        return job_list.search(queryset, search_term), False
 
     @admin.display(description="id")
-    def short_id(self, job: Job) -> str:
-        return str(job.id)[:13]
+    def job_id(self, job: Job) -> str:
+        return job_list.full_id(job)
+
+    @admin.display(description="name")
+    def job_name(self, job: Job) -> str:
+        return job_list.dotted(job.name)
+
+    @admin.display(description="tenant")
+    def tenant(self, job: Job) -> str:
+        return job.tenant_id or "—"
+
+    @admin.display(description="created")
+    def created(self, job: Job) -> str:
+        return job_list.when(job.created_at)
+
+    @admin.display(description="waited")
+    def wait(self, job: Job) -> str:
+        return job_list.span(job_list.waited(job))
+
+    @admin.display(description="ran")
+    def run_time(self, job: Job) -> str:
+        return job_list.span(job_list.took(job))
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
@@ -201,9 +246,16 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
+        if job.state in ("done", "running"):
+            # The row keeps the error of an earlier attempt: the history shows it.
+            return "— (earlier attempts' errors are in the attempt history)"
         return format_html(
             "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
         )
+
+    @admin.display(description="attempt history")
+    def attempt_history(self, job: Job) -> str:
+        return job_page.attempt_table(job)
 
     @admin.display(description="progress")
     def pretty_progress(self, job: Job) -> str:
@@ -223,26 +275,14 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="result")
     def pretty_result(self, job: Job) -> str:
+        if job.result is None:
+            return "— (kept when the job completes)"
         value = shown(job.name, job.input).value(job.result)
-        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
+        return format_html("<pre>{}</pre>", json.dumps(value, indent=2))
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
-        """The current stage's steps with their timings and outputs (S1-S4), the
-        outputs redacted like the input (B5)."""
-        view = shown(job.name, job.input)
-        lines = []
-        for step in job.steps.all():
-            if step.archived:
-                continue
-            output = "" if step.output is None else json.dumps(view.value(step.output))
-            lines.append(
-                f"{step.name}  {step.kind}  {step.status}  "
-                f"{step.started_at.isoformat() if step.started_at else '-'}  "
-                f"{step.finished_at.isoformat() if step.finished_at else '-'}"
-                f"{'  ' + output[:500] if output else ''}"
-            )
-        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+        return job_page.step_table(job)
 
     # Detail fields rendered by admin/job_details.py (functions of the job alone).
     key_link = staticmethod(job_details.same_key_link)
@@ -278,34 +318,33 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         return request.user.has_perm("ultimate_jobs.delete_job")
 
 
+def _stores_result(job: Job) -> bool:
+    """Whether the job's declaration keeps its result (P8); unknown names do not."""
+    return job.name in registry and registry.get(job.name).definition.store_result
+
+
 @admin.register(QueuePause)
 class QueuePauseAdmin(QueuePauseModelAdmin):
+    """The paused queues. A queue is paused from the dashboard's buttons (who is
+    recorded, the name checked); deleting a row here resumes the queue through
+    ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""
+
     list_display = ("queue", "paused_at", "paused_by")
-
-
-@admin.register(Worker)
-class WorkerAdmin(WorkerModelAdmin):
-    list_display = (
-        "id",
-        "host",
-        "pid",
-        "queues",
-        "slots",
-        "in_flight_count",
-        "abandoned",
-        "heartbeat_at",
-        "expires_at",
-    )
-
-    @admin.display(description="in flight")
-    def in_flight_count(self, worker: Worker) -> int:
-        return len(worker.in_flight)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
+        api.resume_queue(obj.queue)
+
+    def delete_queryset(
+        self, request: HttpRequest, queryset: QuerySet[QueuePause]
+    ) -> None:
+        for pause in queryset:
+            api.resume_queue(pause.queue)
 
 
 @admin.register(JobCounter)

@@ -16,6 +16,9 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from ultimate_jobs.admin.permissions import NoAddOrDelete, ReadOnly
 from ultimate_jobs.declaration.registry import registry
@@ -43,29 +46,72 @@ def _audit(request: HttpRequest, row: Model, message: str) -> None:
     )
 
 
+def _what(row: Model) -> str:
+    """``Task nightly`` or ``Schedule ops``: how a message names the row."""
+    if isinstance(row, Schedule):
+        return f"Schedule {row.key}"
+    kind = getattr(row, "kind", "task")
+    return f"{'Schedule' if kind == 'schedule' else 'Task'} {getattr(row, 'name', row)}"
+
+
+def _said(verb: str, answer: Any) -> str:
+    """What one action did, in the one wording every admin result uses."""
+    if verb.startswith("run now") and isinstance(answer, list):
+        fresh = sum(1 for a in answer if not getattr(a, "deduped", False))
+        deduped = len(answer) - fresh
+        tail = f"{fresh} job{'s' if fresh != 1 else ''} enqueued"
+        if deduped:
+            tail += f", {deduped} already queued under the same key"
+        return f"{verb} ({tail})"
+    if answer is False:
+        return {"pause": "was already paused", "resume": "was not paused"}.get(
+            verb, verb
+        )
+    return {"pause": "paused", "resume": "resumed"}.get(verb, verb)
+
+
 def _act(
     request: HttpRequest, rows: list[tuple[Model, str]], verb: str, call: Any
 ) -> None:
-    """Apply one verb to named tasks or schedules; report what happened."""
-    done, refused = 0, []
-    for row, name in rows:
+    """Apply one verb to named tasks or schedules; one message per row, in words."""
+    for row, name in rows[:100]:
         try:
-            call(name)
+            answer = call(name)
         except JobsError as exc:
-            refused.append(f"{name}: {exc}")
+            reason = exc.message.split(": ", 1)[-1]
+            messages.error(request, f"{_what(row)} was refused: {reason}. [{exc.code}]")
             continue
-        done += 1
         _audit(request, row, f"{verb} via admin")
-    messages.info(request, f"{verb}: {done} done, {len(refused)} refused")
-    for line in refused[:10]:
-        messages.warning(request, line)
+        said = _said(verb, answer)
+        joiner = " " if said.startswith("was ") else ": "
+        messages.success(request, f"{_what(row)}{joiner}{said}.")
 
 
-def _next_run(cron: str, tz: str) -> str:
+def _next_run(cron: str, tz: str, *, paused: bool = False) -> str:
+    """The next occurrence in the task's own zone; none while it is paused."""
+    if paused:
+        return "— (paused)"
     try:
-        return schedules.next_run_of(cron, tz).isoformat(sep=" ", timespec="minutes")
+        moment = schedules.next_run_of(cron, tz)
     except JobsError:
         return "—"
+    return f"{moment:%Y-%m-%d %H:%M} {tz}"
+
+
+def _state(mark: TaskWatermark | None) -> str:
+    """``active``, or ``paused by … since …``: said, never a tick or a cross."""
+    if mark is None or not mark.paused:
+        return "active"
+    since = f" since {mark.paused_at:%Y-%m-%d %H:%M} UTC" if mark.paused_at else ""
+    return f"paused by {mark.paused_by or '?'}{since}"
+
+
+def _fired_jobs_link(key: str) -> str:
+    """A link to the jobs this task or schedule fired (their correlation ids)."""
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    return format_html(
+        '<a href="{}?{}">jobs it fired</a>', url, urlencode({"fired_by": key})
+    )
 
 
 class _InputField(forms.JSONField):
@@ -119,7 +165,7 @@ class _Verbs:
 
     @admin.action(description="Pause", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        by = str(request.user)
+        by = f"{request.user.get_username()} (admin)"
         _act(
             request,
             self._names(queryset),
@@ -156,7 +202,17 @@ class _Verbs:
 @admin.register(Schedule)
 class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
     form = ScheduleForm
-    list_display = ("key", "job", "cron", "tz", "catch_up", "next_run", "last_fire")
+    list_display = (
+        "key",
+        "state",
+        "next_run",
+        "last_fire",
+        "job",
+        "cron",
+        "tz",
+        "catch_up",
+        "fired",
+    )
     search_fields = ("key", "job")
     list_filter = ("job", "catch_up")
     actions = ("pause", "resume", "run_now", "run_now_forced")
@@ -164,30 +220,44 @@ class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
     def _names(self, queryset: QuerySet[Schedule]) -> list[tuple[Model, str]]:
         return [(row, row.key) for row in queryset]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("state", "next_run", "last_fire", "fired") if obj else ()
+
+    def _mark(self, row: Schedule) -> TaskWatermark | None:
+        return TaskWatermark.objects.filter(key=row.watermark_key).first()
+
+    @admin.display(description="state")
+    def state(self, row: Schedule) -> str:
+        return _state(self._mark(row))
+
     @admin.display(description="next run")
     def next_run(self, row: Schedule) -> str:
-        return _next_run(row.cron, row.tz)
+        mark = self._mark(row)
+        return _next_run(row.cron, row.tz, paused=bool(mark and mark.paused))
 
     @admin.display(description="last fire")
     def last_fire(self, row: Schedule) -> str:
-        mark = TaskWatermark.objects.filter(key=row.watermark_key).first()
+        mark = self._mark(row)
         if mark is None or mark.last_fired_at is None:
-            return "paused" if mark and mark.paused else "—"
-        paused = " (paused)" if mark.paused else ""
-        return f"{mark.last_fired_at:%Y-%m-%d %H:%M:%S}{paused}"
+            return "—"
+        return f"{mark.last_fired_at:%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="fires")
+    def fired(self, row: Schedule) -> str:
+        return _fired_jobs_link(row.watermark_key)
 
 
 @admin.register(TaskWatermark)
 class TaskWatermarkAdmin(NoAddOrDelete, _Verbs, TaskWatermarkModelAdmin):
     list_display = (
         "key",
-        "spec",
-        "paused",
-        "last_fired_occurrence",
-        "last_fired_at",
-        "fires",
-        "last_occurrence",
+        "state",
         "next_run",
+        "last_fired_occurrence",
+        "fires",
+        "fired",
+        "spec",
+        "last_fired_at",
     )
     list_filter = ("kind", "paused")
     search_fields = ("key",)
@@ -196,10 +266,18 @@ class TaskWatermarkAdmin(NoAddOrDelete, _Verbs, TaskWatermarkModelAdmin):
     def _names(self, queryset: QuerySet[TaskWatermark]) -> list[tuple[Model, str]]:
         return [(row, row.name) for row in queryset]
 
+    @admin.display(description="state")
+    def state(self, row: TaskWatermark) -> str:
+        return _state(row)
+
     @admin.display(description="next run")
     def next_run(self, row: TaskWatermark) -> str:
         cron, _, tz = row.spec.rpartition(" ")
-        return _next_run(cron, tz) if cron else "—"
+        return _next_run(cron, tz, paused=row.paused) if cron else "—"
+
+    @admin.display(description="jobs")
+    def fired(self, row: TaskWatermark) -> str:
+        return _fired_jobs_link(row.key)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The list is read-only; the actions need the change permission itself.

@@ -64,7 +64,11 @@ class WebhookEndpointStateAdmin(NoAddOrDelete, EndpointModelAdmin):
                 single_object=True,
             )
             enabled += 1
-        messages.info(request, f"re-enabled {enabled} endpoint(s)")
+        skipped = queryset.count() - enabled
+        said = f"Webhook endpoints: {enabled} re-enabled"
+        if skipped:
+            said += f"; {skipped} selected were not disabled, nothing to do"
+        messages.success(request, said + ".")
 
 
 @admin.register(WebhookDelivery)

@@ -15,10 +15,12 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api.attribution import display_names
+from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import (
     InvalidArgument,
     JobNotFound,
@@ -44,6 +46,34 @@ def parse_job_id(value: object) -> uuid.UUID:
         raise InvalidArgument("id", value, "a job id is a UUID") from None
 
 
+def resolve_id(value: object) -> uuid.UUID:
+    """A job id from a UUID, or from the first 8 or more hex digits of exactly one
+    job's id (``jobs show 01a23311-5dd``); anything else is InvalidArgument."""
+    text = str(value).strip().lower()
+    digits = text.replace("-", "")
+    if (
+        len(digits) == 32
+        or not (8 <= len(digits) < 32)
+        or not all(c in "0123456789abcdef" for c in digits)
+    ):
+        return parse_job_id(value)
+    low = uuid.UUID(digits.ljust(32, "0"))
+    high = uuid.UUID(digits.ljust(32, "f"))
+    found = list(
+        _jobs()
+        .filter(id__gte=low, id__lte=high)
+        .order_by("id")
+        .values_list("id", flat=True)[:2]
+    )
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise JobNotFound(text)
+    raise InvalidArgument(
+        "id", value, "more than one job's id begins with it: give more digits"
+    )
+
+
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row, or JobNotFound (RowUnreadable for a row Python cannot read, B4)."""
     found = Job.objects.using(get_settings().DATABASE).filter(pk=job_id)[:1]
@@ -58,9 +88,11 @@ def find_job(job_id: uuid.UUID) -> Job:
 
 def get(job_id: object) -> dict[str, Any]:
     """One job as the stable JSON of ``manage.py jobs show --json`` (P3), with what
-    only the detail shows: ``logs``, the lines each attempt kept (oldest first)."""
+    only the detail shows: ``logs``, the lines each attempt kept (oldest first), and
+    ``attempts``, the attempt history (P6, oldest first)."""
     job = find_job(parse_job_id(job_id))
     out = job_json(job)
+    out["attempts"] = attempts_json(job)
     out["logs"] = runlogs.as_json(
         RunLog.objects.using(get_settings().DATABASE)
         .filter(job_id=job.id)
@@ -111,11 +143,12 @@ def job_json(
             .order_by("id")
         )
     view = shown(job.name, job.input)
+    declared = registry.get(job.name) if job.name in registry else None
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
 
-    return {
+    out: dict[str, Any] = {
         "id": str(job.id),
         "run_id": str(job.run_id),
         "name": job.name,
@@ -154,6 +187,9 @@ def job_json(
             if not step.archived
         ],
     }
+    if declared is not None and declared.definition.store_result:
+        out["result"] = view.value(job.result)  # P8: only for jobs that opt in
+    return out
 
 
 def _jobs() -> QuerySet[Job]:

@@ -301,6 +301,16 @@ def resume_queue(queue: str) -> bool:
     return bool(_db().run(QUERIES["queue_resume"], queue=validate_queue(queue)))
 
 
+def drain_worker(worker_id: str, *, by: str = "") -> bool:
+    """Ask one live worker to drain: at its next heartbeat it stops claiming, finishes
+    what it runs and exits. Answers whether the worker was live."""
+    worker_id = check_text(str(worker_id), field="worker_id", max_length=200)
+    by = check_text(str(by)[:255], field="by", max_length=255)
+    return bool(
+        _db().run(QUERIES["worker_drain_request"], id=worker_id, requested_by=by)
+    )
+
+
 def paused_queues() -> list[str]:
     """The paused queues, by name."""
     return list(

@@ -105,6 +105,7 @@ class JobDefinition:
     )
     is_async: bool = False
     redact: tuple[str, ...] = ()  # input paths no operator surface shows (B5)
+    store_result: bool = False  # keep the body's JSON return value (P8)
 
     @property
     def origin(self) -> str:
@@ -143,6 +144,7 @@ class JobDefinition:
             "async": self.is_async,
             "input": self.signature.describe(),
             "redact": list(self.redact),
+            "store_result": self.store_result,
         }
 
 
@@ -249,6 +251,11 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
         raise JobDeclarationInvalid(
             "dead_letter", fields["dead_letter"], "True or False", job=job_name
         )
+    store_result = fields.get("store_result", False)
+    if not isinstance(store_result, bool):
+        raise JobDeclarationInvalid(
+            "store_result", store_result, "True or False", job=job_name
+        )
     on_settled = fields["on_settled"]
     if on_settled is not None and not callable(on_settled):
         raise JobDeclarationInvalid(
@@ -296,4 +303,5 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
         signature=signature,
         is_async=inspect.iscoroutinefunction(func),
         redact=redact,
+        store_result=store_result,
     )

@@ -98,6 +98,7 @@ def job(
     dead_letter: bool = ...,
     retention: Mapping[str, Any] | None = ...,
     redact: tuple[str, ...] | list[str] | None = ...,
+    store_result: bool = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -120,11 +121,14 @@ def job(
     dead_letter: bool = True,
     retention: Mapping[str, Any] | None = None,
     redact: tuple[str, ...] | list[str] | None = None,
+    store_result: bool = False,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a job; ``idempotency_key`` and ``tenant`` are required (J2, J3).
 
     ``redact`` names input paths no operator surface shows (``"password"``,
     ``"card.number"``; B5); the body still receives the real values.
+    ``store_result=True`` keeps the body's JSON return value, at most
+    ``MAX_RESULT_BYTES``, shown by the admin and ``jobs show --json`` (P8).
 
     ::
 
@@ -151,6 +155,7 @@ def job(
             dead_letter=dead_letter,
             retention=retention,
             redact=redact,
+            store_result=store_result,
         )
 
     def decorate(function: Callable[..., Any]) -> JobHandle:
@@ -171,6 +176,7 @@ def job(
             dead_letter=dead_letter,
             retention=retention,
             redact=redact,
+            store_result=store_result,
         )
 
     return decorate

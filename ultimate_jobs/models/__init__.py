@@ -17,7 +17,9 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
+from ultimate_jobs.models.console import Dashboard
 from ultimate_jobs.models.jobs import (
     CounterTier,
     Event,
@@ -37,10 +39,12 @@ from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 __all__ = [
     "FINISHED_STATES",
     "LIVE_STATES",
+    "Attempt",
     "BackfillLedger",
     "BackfillStatus",
     "CatchUp",
     "CounterTier",
+    "Dashboard",
     "DeclaredJob",
     "Event",
     "Job",

@@ -110,6 +110,19 @@ class Job(models.Model):
                 name="ultimate_jobs_job_name_age",
             ),
             models.Index(fields=("tenant_id",), name="ultimate_jobs_job_tenant"),
+            # P1: the admin's search finds keys by prefix (``?q=report:42``) on a
+            # million-row table; the pattern opclass serves LIKE 'prefix%' and =.
+            models.Index(
+                fields=("idempotency_key",),
+                name="ultimate_jobs_job_key",
+                opclasses=("varchar_pattern_ops",),
+            ),
+            # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
+            models.Index(
+                fields=("correlation_id",),
+                name="ultimate_jobs_job_correlation",
+                opclasses=("varchar_pattern_ops",),
+            ),
         )
 
     def __str__(self) -> str:
@@ -146,6 +159,10 @@ class Worker(models.Model):
     abandoned_jobs = models.JSONField(db_default=[], default=list)
     heartbeat_at = models.DateTimeField()
     expires_at = models.DateTimeField()
+    # An operator asked this worker to drain (issue 15): it stops claiming at its next
+    # heartbeat, finishes what it runs, and exits. Who asked, for the admin.
+    drain_requested_at = models.DateTimeField(null=True, blank=True)
+    drain_requested_by = models.CharField(max_length=255, blank=True, db_default="")
 
     class Meta:
         db_table = "ultimate_jobs_worker"

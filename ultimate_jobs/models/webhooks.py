@@ -36,6 +36,7 @@ class WebhookDelivery(models.Model):
     class Meta:
         db_table = "ultimate_jobs_webhook_delivery"
         ordering = ("-id",)
+        verbose_name_plural = "webhook deliveries"
         indexes = (
             models.Index(fields=("endpoint_id", "id"), name="ultimate_jobs_webhook_ep"),
             models.Index(fields=("attempted_at",), name="ultimate_jobs_webhook_at"),

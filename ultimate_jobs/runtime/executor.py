@@ -66,6 +66,7 @@ from ultimate_jobs.runtime.outcomes import (
     announce,
     job_fields,
 )
+from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
 from ultimate_jobs.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.sql.rows import ClaimedJob
@@ -226,6 +227,8 @@ class Executor:
                 )
                 try:
                     ending.result = self._call(handle, run, kwargs)
+                    if definition.store_result:  # P8: only jobs that opt in
+                        keep_result(self.settler.db, job, job["name"], ending.result)
                 except RunSuspended as suspension:
                     ending.suspension = suspension
                 except BaseException as exc:

@@ -514,7 +514,7 @@ class Worker:
     def _register(self, db: DirectDatabase) -> None:
         overrun = self.overrun_ids()
         try:
-            db.run(
+            rows = db.run(
                 QUERIES["worker_beat"],
                 id=self.worker_id,
                 host=socket.gethostname(),
@@ -533,6 +533,13 @@ class Worker:
                 "jobs.worker.register-failed",
                 extra={"worker_id": self.worker_id, "error": str(exc)},
             )
+            return
+        if rows and rows[0]["drain"] and not self.lifecycle.stopping.is_set():
+            # An operator's drain request (issue 15): finish what runs, claim nothing.
+            logger.warning(
+                "jobs.worker.drain-requested", extra={"worker_id": self.worker_id}
+            )
+            self.lifecycle.stop(FINISH)
 
     def _remove_registration(self, db: DirectDatabase) -> None:
         try:

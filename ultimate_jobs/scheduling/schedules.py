@@ -39,6 +39,7 @@ from ultimate_jobs.exceptions import (
     InvalidTimezone,
     JobsError,
     TaskDeclarationInvalid,
+    TaskNotLoaded,
     TaskRunning,
     UnknownJob,
     UnknownTask,
@@ -266,12 +267,33 @@ def _target(task: TaskHandle | str) -> Target:
         )
     row = Schedule.objects.using(get_settings().DATABASE).filter(key=task).first()
     if row is None:
-        raise UnknownTask(task)
+        return _recorded_task(task)
 
     def entries(occurrence: datetime) -> Entries:
         return check_entries(row.key, [(registry.get(row.job), dict(row.input or {}))])
 
     return Target("schedule", row.key, CronSchedule(row.cron, row.tz), entries)
+
+
+def _recorded_task(name: str) -> Target:
+    """A task a scheduler recorded (its watermark row keeps its cron and zone) whose
+    code this process has not imported (issue 16 item 9: a web process older than the
+    deploy). Pause, resume and next run work from the row; a fire needs the code."""
+    from ultimate_jobs.models import TaskWatermark
+
+    mark = (
+        TaskWatermark.objects.using(get_settings().DATABASE)
+        .filter(key=f"task:{name}")
+        .first()
+    )
+    cron, _, tz = mark.spec.rpartition(" ") if mark is not None else ("", "", "")
+    if mark is None or not cron:
+        raise UnknownTask(name)
+
+    def entries(occurrence: datetime) -> Entries:
+        raise TaskNotLoaded(name)
+
+    return Target("task", name, CronSchedule(cron, tz), entries)
 
 
 def pause_task(task: TaskHandle | str, *, by: str = "") -> bool:

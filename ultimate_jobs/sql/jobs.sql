@@ -454,6 +454,17 @@ claimed AS (
               job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
               job.created_at, job.started_at, picked.lease_key
 ),
+lapsed_kept AS (
+    -- P6: a lapsed row taken over keeps the attempt that died. Every part of one
+    -- statement reads the same snapshot, so `before` is the row as it was.
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
+    SELECT before.id, before.run_id, before.attempt, before.worker_id,
+           before.started_at, before.lease_expires_at, 'lapsed', 'LEASE_LAPSED'
+      FROM claimed
+      JOIN ultimate_jobs_job AS before ON before.id = claimed.id
+     WHERE before.state = 'running'
+),
 counted AS (
     -- P5: a burial counts dead (or failed), a refusal failed, with no duration.
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
@@ -568,7 +579,8 @@ SELECT settled.id FROM settled;
 -- name: job_retry :many
 -- A failed attempt with attempts left: back to the queue after `delay` seconds (R1, R2),
 -- 'delayed' while it backs off ('ready' when the delay is zero). The attempt stays
--- counted. Fenced on the claim (W3); the job's `retried` counter moves with it (P5).
+-- counted. Fenced on the claim (W3); the job's `retried` counter moves with it (P5)
+-- and the attempt that ended is kept in the attempt history (P6).
 WITH settled AS (
     UPDATE ultimate_jobs_job AS job
        SET state = CASE WHEN %(delay)s::double precision > 0 THEN 'delayed' ELSE 'ready' END,
@@ -582,9 +594,20 @@ WITH settled AS (
      WHERE job.id = %(id)s::uuid
        AND job.state = 'running'
        AND job.lease_owner = %(lease_owner)s::uuid
-    RETURNING job.id, job.name, job.run_at,
+    RETURNING job.id, job.name, job.run_at, job.run_id, job.attempt, job.worker_id,
+              job.started_at,
               extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
                   AS duration
+),
+kept AS (
+    -- P6: the row moves on to its next attempt, so the one that ended is kept here.
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome,
+            error, error_code)
+    SELECT settled.id, settled.run_id, settled.attempt, settled.worker_id,
+           settled.started_at, coalesce(%(now)s::timestamptz, now()), 'retried',
+           %(last_error)s::text, %(error_code)s::text
+      FROM settled
 ),
 counted AS (
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, retried, duration)
@@ -640,44 +663,81 @@ SELECT settled.id FROM settled;
 -- Hand a claimed job back to the queue, claimable at once, lease released (W6).
 -- uncount = true for an interrupted attempt (the body stopped because of the drain):
 -- the attempt is not counted. uncount = false for an abandoned one (the body ignored
--- its token until the drain deadline): the attempt stays counted. Fenced (W3).
-UPDATE ultimate_jobs_job AS job
-   SET state = 'ready',
-       run_at = coalesce(%(now)s::timestamptz, now()),
-       lease_owner = NULL,
-       lease_expires_at = NULL,
-       attempt = job.attempt - CASE WHEN %(uncount)s::boolean THEN 1 ELSE 0 END
- WHERE job.id = %(id)s::uuid
-   AND job.state = 'running'
-   AND job.lease_owner = %(lease_owner)s::uuid
-RETURNING job.id;
+-- its token until the drain deadline): the attempt stays counted, and is kept in the
+-- attempt history as 'abandoned' (P6). Fenced (W3).
+WITH released AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'ready',
+           run_at = coalesce(%(now)s::timestamptz, now()),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           attempt = job.attempt - CASE WHEN %(uncount)s::boolean THEN 1 ELSE 0 END
+     WHERE job.id = %(id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+    RETURNING job.id, job.run_id, job.attempt, job.worker_id, job.started_at
+),
+kept AS (
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
+    SELECT released.id, released.run_id, released.attempt, released.worker_id,
+           released.started_at, coalesce(%(now)s::timestamptz, now()), 'abandoned',
+           'ABANDONED_AT_DRAIN_DEADLINE'
+      FROM released
+     WHERE NOT %(uncount)s::boolean
+)
+SELECT released.id FROM released;
 
 -- name: job_requeue :many
 -- Requeue ONE finished job (done, failed, dead, cancelled) as a fresh run: attempt 0,
 -- due now, error cleared, a new run_id, its queue woken (N1). Refused (no row) when the
 -- job is live, or when a live job of the same name and tenant now holds its key.
-UPDATE ultimate_jobs_job AS job
-   SET state = 'ready',
-       attempt = 0,
-       run_id = %(run_id)s::uuid,
-       run_at = coalesce(%(now)s::timestamptz, now()),
-       started_at = NULL,
-       finished_at = NULL,
-       worker_id = '',
-       last_error = '',
-       error_code = '',
-       stop_reason = ''
- WHERE job.id = %(id)s::uuid
-   AND job.state IN ('done', 'failed', 'dead', 'cancelled')
-   AND NOT EXISTS (
-           SELECT 1
-             FROM ultimate_jobs_job AS live
-            WHERE live.name = job.name
-              AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
-              AND live.idempotency_key = job.idempotency_key
-              AND live.state IN ('ready', 'delayed', 'running', 'suspended')
-       )
-RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced;
+-- The last attempt of the run that ended is kept in the attempt history (P6): the
+-- row is about to forget it. Every part of one statement reads the same snapshot, so
+-- `before` is the row as it was.
+WITH requeued AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'ready',
+           attempt = 0,
+           run_id = %(run_id)s::uuid,
+           run_at = coalesce(%(now)s::timestamptz, now()),
+           started_at = NULL,
+           finished_at = NULL,
+           worker_id = '',
+           last_error = '',
+           error_code = '',
+           stop_reason = ''
+     WHERE job.id = %(id)s::uuid
+       AND job.state IN ('done', 'failed', 'dead', 'cancelled')
+       AND NOT EXISTS (
+               SELECT 1
+                 FROM ultimate_jobs_job AS live
+                WHERE live.name = job.name
+                  AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
+                  AND live.idempotency_key = job.idempotency_key
+                  AND live.state IN ('ready', 'delayed', 'running', 'suspended')
+           )
+    RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced
+),
+kept AS (
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome,
+            error, error_code)
+    SELECT before.id, before.run_id, before.attempt, before.worker_id,
+           before.started_at, before.finished_at,
+           CASE
+               WHEN before.state = 'done' THEN 'completed'
+               WHEN before.state = 'dead' THEN 'dead-lettered'
+               WHEN before.state = 'cancelled' THEN 'cancelled'
+               WHEN before.stop_reason = 'refused' THEN 'refused'
+               ELSE 'dropped'
+           END,
+           before.last_error, before.error_code
+      FROM requeued
+      JOIN ultimate_jobs_job AS before ON before.id = requeued.id
+     WHERE before.attempt > 0
+)
+SELECT requeued.id, requeued.queue, requeued.announced FROM requeued;
 
 -- name: job_cancel :many
 -- Cancel ONE live job. A queued row is cancelled at once; a running one is cancelled

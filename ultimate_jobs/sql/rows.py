@@ -93,6 +93,7 @@ JOB_COMPLETE = typed("job_complete", JobId)
 JOB_RETRY = typed("job_retry", Retried)
 JOB_BURY = typed("job_bury", JobId)
 JOB_RELEASE = typed("job_release", JobId)
+JOB_RESULT_KEEP = typed("job_result_keep", JobId)
 
 
 # -- enqueue and the outbox relay (H3, O1-O3) -------------------------------------------
@@ -203,3 +204,19 @@ LEADER_RELEASE = typed("leader_release", LeaderReleased)
 SCHEDULER_SYNC = typed("scheduler_sync", Watermark)
 SCHEDULER_FIRE = typed("scheduler_fire", Fired)
 SCHEDULE_LIST = typed("schedule_list", StoredSchedule)
+
+
+# -- the operator console (P7) ---------------------------------------------------------
+
+
+class QueueStateCount(TypedDict):
+    """A row ``queue_overview`` answers: one (queue, state) of the watched states."""
+
+    queue: str
+    state: str
+    jobs: int
+    due: int
+    oldest_due_seconds: float | None
+
+
+QUEUE_OVERVIEW = typed("queue_overview", QueueStateCount)

@@ -254,7 +254,8 @@ SELECT parked.id,
 -- attempt reset to 0 (a fresh retry budget), due after `delay` seconds or at `run_at`;
 -- id, run id and idempotency key are kept. The stage's steps are archived: the next
 -- stage replays none of them, and the events they consumed stay consumed. A stage due
--- within a second wakes the queue's workers (N1).
+-- within a second wakes the queue's workers (N1). The attempt that ended the stage is
+-- kept in the attempt history (P6).
 WITH due AS (
     SELECT coalesce(
                %(run_at)s::timestamptz,
@@ -288,6 +289,17 @@ archived AS (
       FROM moved
      WHERE step.job_id = moved.id
        AND NOT step.archived
+),
+kept AS (
+    -- P6: the next stage starts at attempt 0, so the attempt that ended this stage is
+    -- kept in the attempt history. Every part of one statement reads the same
+    -- snapshot, so `before` is the row as it was.
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome)
+    SELECT before.id, before.run_id, before.attempt, before.worker_id,
+           before.started_at, coalesce(%(now)s::timestamptz, now()), 'rescheduled'
+      FROM moved
+      JOIN ultimate_jobs_job AS before ON before.id = moved.id
 )
 SELECT moved.id,
        moved.run_at,

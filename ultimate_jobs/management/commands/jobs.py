@@ -16,6 +16,7 @@ from django.utils.timezone import is_aware, make_aware
 
 from ultimate_jobs import api
 from ultimate_jobs.api import reads as introspection
+from ultimate_jobs.api.overview import declared_queues
 from ultimate_jobs.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
 
@@ -122,9 +123,37 @@ class Command(BaseCommand):
             "--before", help="newer jobs: the cursor a page answered as previous"
         )
         _json(listing)
+        retrying = verbs.add_parser(
+            "retry",
+            help="requeue a finished job, or up to 1,000 of a queue's (--queue --state)",
+        )
+        retrying.add_argument(
+            "id", nargs="?", help="the job's id (a UUID); or give --queue and --state"
+        )
+        retrying.add_argument(
+            "--from-step",
+            help="drop this step and every later one first, so they run again (one id)",
+        )
+        retrying.add_argument(
+            "--queue",
+            help="retry this queue's jobs in --state, at most 1,000 a call; call again "
+            "while 'remaining' is above 0",
+        )
+        retrying.add_argument(
+            "--state",
+            choices=["dead", "failed", "cancelled", "done"],
+            help="with --queue: the finished state to retry (usually dead)",
+        )
+        retrying.add_argument("--name", help="with --queue: only jobs of this name")
+        retrying.add_argument("--tenant", help="with --queue: only jobs of this tenant")
+        _json(retrying)
+        add_actor_argument(retrying)
         for verb, text in (
-            ("show", "one job with its steps, logs and backfill pass"),
-            ("retry", "requeue a finished job"),
+            (
+                "show",
+                "one job with its steps, attempts, logs and backfill pass (the id, or "
+                "its first 8+ hex digits when one job's id begins so)",
+            ),
             ("remove", "delete a job that is not running"),
             ("promote", "make a delayed job due now"),
         ):
@@ -207,17 +236,45 @@ class Command(BaseCommand):
         )
 
     def do_show(self, options: dict[str, Any]) -> dict[str, Any]:
-        return api.get(options["id"])
+        # A read may name a job by the start of its id (8+ hex digits, one job).
+        return api.get(introspection.resolve_id(options["id"]))
 
     def do_retry(self, options: dict[str, Any]) -> dict[str, Any]:
         who = actor_of(options)
-        run_id = api.retry(options["id"], actor=who)
-        return {
+        if options["id"] is None:
+            return self._retry_many(options, who)
+        if options["queue"] or options["state"]:
+            raise InvalidArgument(
+                "id", options["id"], "give a job id, or --queue and --state, not both"
+            )
+        run_id = api.retry(options["id"], from_step=options["from_step"], actor=who)
+        answer = {
             "id": options["id"],
             "run_id": str(run_id),
             "state": "ready",
             "actor": who.as_dict(),
         }
+        if options["from_step"] is not None:
+            answer["from_step"] = options["from_step"]
+        return answer
+
+    def _retry_many(self, options: dict[str, Any], who: api.Operator) -> dict[str, Any]:
+        """``retry --queue Q --state dead``: one bounded call of the bulk retry (P2);
+        ``remaining`` says whether to call again (the moved rows left the state)."""
+        if options["queue"] is None or options["state"] is None:
+            raise InvalidArgument("id", None, "give a job id, or --queue and --state")
+        if options["from_step"] is not None:
+            raise InvalidArgument(
+                "from_step", options["from_step"], "--from-step takes one job id"
+            )
+        return api.bulk(
+            "retry",
+            state=options["state"],
+            queue=options["queue"],
+            name=options["name"],
+            tenant_id=options["tenant"],
+            actor=who,
+        )
 
     def do_cancel(self, options: dict[str, Any]) -> dict[str, Any]:
         who = actor_of(options)
@@ -260,7 +317,13 @@ class Command(BaseCommand):
         return {"id": options["id"], "state": "ready", "actor": who.as_dict()}
 
     def do_pause(self, options: dict[str, Any]) -> dict[str, Any]:
-        was_running = api.pause_queue(options["queue"], by="manage.py jobs")
+        queue = options["queue"]
+        if queue not in declared_queues():
+            self.stderr.write(
+                f"warning: no job of this deploy declares queue {queue!r} (nor the "
+                "QUEUES setting); pausing it anyway: check the name"
+            )
+        was_running = api.pause_queue(queue, by="manage.py jobs")
         return {
             "queue": options["queue"],
             "paused": True,
@@ -319,6 +382,13 @@ class Command(BaseCommand):
                 )
         elif verb == "show":
             self._print_show(result)
+        elif verb == "retry" and "affected" in result:
+            moved = result["affected"]
+            self.stdout.write(
+                f"retried {moved} job{'s' if moved != 1 else ''}; "
+                f"{result['remaining']} remaining"
+                + (" (run it again to go on)" if result["remaining"] else "")
+            )
         else:
             self.stdout.write(" ".join(f"{k}={v}" for k, v in result.items()))
 
@@ -359,8 +429,15 @@ class Command(BaseCommand):
 
     def _print_show(self, result: dict[str, Any]) -> None:
         for key, value in result.items():
-            if key != "logs":
+            if key not in ("logs", "attempts"):
                 self.stdout.write(f"{key}: {value}")
+        for attempt in result.get("attempts", []):
+            error = (attempt["error"] or "").partition("\n")[0]
+            self.stdout.write(
+                f"attempt {attempt['attempt']}  {attempt['outcome']:<13} "
+                f"{attempt['worker_id'] or '-'}  {attempt['started_at'] or '-'} .. "
+                f"{attempt['finished_at'] or '-'}  {error}"
+            )
         for group in result["logs"]:
             dropped = f", {group['dropped']} older not kept" if group["dropped"] else ""
             self.stdout.write(f"logs of attempt {group['attempt']}{dropped}:")

@@ -1,0 +1,28 @@
+-- Read-only statements of the operator console (the admin dashboard and queues page,
+-- P7). They take no row locks and write nothing.
+
+-- name: queue_overview :many
+-- Per (queue, state) for the states an operator watches (ready, delayed, running,
+-- suspended, dead): how many jobs, how many of them are due (ready, or delayed/suspended
+-- whose run_at passed: the depth the metrics report, M1) and how long the
+-- longest-waiting due job has waited. Finished rows other
+-- than dead letters are never read, so the cost follows the live rows and the dead
+-- letters (the state indexes), not the million done rows a busy table keeps.
+SELECT job.queue,
+       job.state,
+       count(*) AS jobs,
+       count(*) FILTER (
+           WHERE job.state IN ('ready', 'delayed', 'suspended')
+             AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+       ) AS due,
+       extract(EPOCH FROM
+           coalesce(%(now)s::timestamptz, now())
+           - min(job.run_at) FILTER (
+                 WHERE job.state IN ('ready', 'delayed', 'suspended')
+                   AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+             )
+       )::double precision AS oldest_due_seconds
+  FROM ultimate_jobs_job AS job
+ WHERE job.state IN ('ready', 'delayed', 'running', 'suspended', 'dead')
+ GROUP BY job.queue, job.state
+ ORDER BY job.queue, job.state;
