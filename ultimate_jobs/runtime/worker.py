@@ -7,13 +7,14 @@ Threads, each with its own database connection (``DirectDatabase``):
   on an event that a finishing job sets when the worker was full (a slot coming free
   claims at once) and that the poll interval times out; while idle the interval
   doubles up to IDLE_POLL_MAX.
-* ``concurrency`` handler threads run the bodies and write their outcomes.
+* ``concurrency`` handler threads run the bodies and write their outcomes, through a
+  pool of ``POOL_SIZE`` connections they share (at most ``concurrency``).
 * the heartbeat thread renews every held lease in one statement every third of the
   lease (W4) and keeps the worker's registry row fresh (W8).
 * a wake timer (timers.py) for retries and sleeps this worker parked that come due
   within a minute: they are claimed on time, not at the next poll (S3).
-* a deadline (S6) fails its attempt at once, on a connection of its own, while the body
-  may still hold its handler thread.
+* a deadline (S6) fails its attempt at once, through the pool (not the handler thread,
+  which the body may still hold).
 
 Every write about a job is fenced on the claim token the claim stamped (W3). Stopping
 comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
@@ -24,6 +25,8 @@ with their attempt counted. A second signal ends the drain at once.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import queue as queue_module
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.db import DatabasePool, DirectDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
@@ -157,8 +160,21 @@ class Worker:
             self.notifications.start()
         acks_db = self._database("acks")
         self._acks = Acks(acks_db, retry_for=self.settings.LEASE)
+        pool = DatabasePool(
+            self.settings.DATABASE,
+            size=min(self.settings.POOL_SIZE, self.concurrency),
+            application_name=f"ultimate_jobs pool {self.worker_id}"[:63],
+        )
+        # Every connection of the process is dialled at its start, so it holds the
+        # documented number from then on (docs/scaling.md); a failed dial is retried
+        # by the first statement that needs the connection.
+        pool.open()
+        with contextlib.suppress(QueryError):
+            acks_db.connect()
         for index in range(self.concurrency):
-            self._spawn(self._handle_loop, f"jobs-handler-{index}")
+            self._spawn(
+                functools.partial(self._handle_loop, pool), f"jobs-handler-{index}"
+            )
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
         db = self._database("worker")
         try:
@@ -168,6 +184,7 @@ class Worker:
             # Completions handed over before the drain ended are written first.
             self._acks.close(timeout=self.settings.LEASE)
             acks_db.close()
+            pool.close()
             self._finished.set()
             self._wake_heartbeat.set()
             self._timer.stop()
@@ -323,10 +340,9 @@ class Worker:
 
     # -- running -----------------------------------------------------------------
 
-    def _handle_loop(self) -> None:
-        db = self._database("worker")
+    def _handle_loop(self, pool: DatabasePool) -> None:
         settler = Settler(
-            db, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
+            pool, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
         )
         executor = Executor(
             settler,
@@ -334,19 +350,14 @@ class Worker:
             manage_connections=True,
             acks=self._acks,
             deadline_settler=lambda: Settler(
-                self._database("deadline"),
-                retry_for=self.settings.LEASE,
-                stop=self.lifecycle.abandoning,
+                pool, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
             ),
         )
-        try:
-            while True:
-                entry = self._work.get()
-                if entry is None:
-                    return
-                self._run_one(executor, entry)
-        finally:
-            db.close()
+        while True:
+            entry = self._work.get()
+            if entry is None:
+                return
+            self._run_one(executor, entry)
 
     def _run_one(self, executor: Executor, entry: Held) -> None:
         def settling() -> None:
