@@ -309,6 +309,12 @@ class DatabasePool:
                     member.close()
                 self._free.put(member)
 
+    def shared(self) -> Database:
+        """This pool as a bare ``Database``, without ``close``: for a caller that closes
+        the database it is handed when done with it (the executor's deadline settler,
+        which once had a connection of its own), so it cannot close the pool."""
+        return _SharedPool(self)
+
     def close(self) -> None:
         """Close the idle connections now; one in use closes when its statement ends.
         A statement after this raises QueryError."""
@@ -322,3 +328,13 @@ class DatabasePool:
         for member in idle:
             member.close()
             self._free.put(member)  # a thread waiting for one wakes and sees closed
+
+
+@dataclass(frozen=True)
+class _SharedPool:
+    """A pool that can run statements but not be closed (``DatabasePool.shared``)."""
+
+    pool: DatabasePool
+
+    def run(self, query: Query[R], /, **params: Any) -> list[R]:
+        return self.pool.run(query, **params)

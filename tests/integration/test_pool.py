@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
     "test.sql",
     "-- name: test_sleep :many\n"
     "-- Hold a connection a little while; answer the backend's pid.\n"
-    "SELECT pg_backend_pid() AS pid, pg_sleep(%(seconds)s::float) IS NULL AS slept;\n",
+    "SELECT pg_backend_pid() AS pid, pg_sleep(%(seconds)s::float)::text AS slept;\n",
 )
 NAME = "ultimate_jobs pool test"
 
@@ -84,3 +84,17 @@ def test_a_connection_cut_is_re_dialled_by_the_next_statement(second_connection)
 def test_a_pool_holds_at_least_one_connection():
     with pytest.raises(ValueError, match="at least one"):
         DatabasePool("default", size=0)
+
+
+def test_the_shared_view_runs_statements_and_cannot_close_the_pool(second_connection):
+    """The executor closes its deadline settler's database when done: handed the
+    worker's pool, it would close the pool under every handler."""
+    pool = DatabasePool("default", size=1, application_name=NAME)
+    pool.open()
+    try:
+        shared = pool.shared()
+        assert not hasattr(shared, "close")
+        [row] = shared.run(SLEEP, seconds=0)
+        assert pool.run(SLEEP, seconds=0)[0]["pid"] == row["pid"]
+    finally:
+        pool.close()

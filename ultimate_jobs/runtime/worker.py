@@ -349,8 +349,11 @@ class Worker:
             jobs=self.jobs,
             manage_connections=True,
             acks=self._acks,
+            # The executor closes a deadline settler's database when done with it.
             deadline_settler=lambda: Settler(
-                pool, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
+                pool.shared(),
+                retry_for=self.settings.LEASE,
+                stop=self.lifecycle.abandoning,
             ),
         )
         while True:
