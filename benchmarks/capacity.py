@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from benchmarks.idle import PrivateServer
+from benchmarks.idle import PrivateServer, _free_port
 from benchmarks.procs import Group
 from benchmarks.record import Records
 from benchmarks.systems.base import REPO
@@ -72,11 +72,16 @@ LIMIT 12
 
 @dataclass(frozen=True)
 class Idle:
-    """One idle worker process: its label, its command line options, its variables."""
+    """One idle worker process: its label, its command line options, its variables;
+    ``bouncer``: it reaches the server through PgBouncer when one is installed."""
 
     label: str
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    bouncer: bool = False
+    # One application_name for every connection (DATABASE_URL ?application_name=):
+    # PgBouncer then has no name to SET when a server session changes clients.
+    one_name: bool = False
 
 
 POLL_ONLY = (
@@ -86,10 +91,17 @@ POLL_ONLY = (
 IDLE = [
     Idle("default (worker, scheduler, relay; WAKE on)"),
     Idle("worker role only, WAKE on", ("--roles", "worker")),
+    Idle(
+        "poll-only, IDLE_POLL_MAX=2s, a name per connection",
+        env=(*POLL_ONLY, ("ULTIMATE_JOBS_IDLE_POLL_MAX", "2s")),
+        bouncer=True,
+    ),
     *(
         Idle(
             f"poll-only, IDLE_POLL_MAX={poll}",
             env=(*POLL_ONLY, ("ULTIMATE_JOBS_IDLE_POLL_MAX", poll)),
+            bouncer=True,
+            one_name=True,
         )
         for poll in ("1s", "2s", "5s", "10s")
     ),
@@ -97,6 +109,8 @@ IDLE = [
         "poll-only, IDLE_POLL_MAX=5s, worker role only",
         ("--roles", "worker"),
         (*POLL_ONLY, ("ULTIMATE_JOBS_IDLE_POLL_MAX", "5s")),
+        bouncer=True,
+        one_name=True,
     ),
 ]
 
@@ -148,6 +162,77 @@ class Server(PrivateServer):
     def postmaster(self) -> psutil.Process:
         with open(os.path.join(self.data, "postmaster.pid")) as handle:
             return psutil.Process(int(handle.readline()))
+
+
+class Bouncer:
+    """PgBouncer in transaction mode in front of the private server (the deployment
+    docs/scaling.md describes; configured like the test suite's PgBouncer leg)."""
+
+    def __init__(
+        self,
+        server_port: int,
+        pool_size: int = 20,
+        ignore: str = "extra_float_digits,options",
+    ) -> None:
+        # psycopg sends `options` (-c jit=off); a pooler cannot honour it per client.
+        self.ignore = ignore
+        self.binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        self.port = _free_port()
+        self.dir = tempfile.mkdtemp(prefix="uj-bench-bouncer-")
+        self.server_port = server_port
+        self.pool_size = pool_size
+
+    def available(self) -> str | None:
+        if not os.path.exists(self.binary):
+            return "pgbouncer is not installed (apt-get install pgbouncer)"
+        return None
+
+    def start(self) -> None:
+        os.chmod(self.dir, 0o777)  # noqa: S103 - pgbouncer drops root for postgres
+        with open(os.path.join(self.dir, "users.txt"), "w") as handle:
+            handle.write('"postgres" ""\n')
+        config = os.path.join(self.dir, "pgbouncer.ini")
+        with open(config, "w") as handle:
+            handle.write(
+                "[databases]\n"
+                f"* = host=127.0.0.1 port={self.server_port}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+                f"unix_socket_dir =\nauth_type = trust\n"
+                f"auth_file = {self.dir}/users.txt\n"
+                "pool_mode = transaction\nmax_client_conn = 2000\n"
+                f"default_pool_size = {self.pool_size}\n"
+                f"ignore_startup_parameters = {self.ignore}\n"
+                f"logfile = {self.dir}/pgbouncer.log\n"
+                f"pidfile = {self.dir}/pgbouncer.pid\n"
+            )
+        open(os.path.join(self.dir, "pgbouncer.log"), "a").close()
+        for name in os.listdir(self.dir):
+            os.chmod(os.path.join(self.dir, name), 0o666)  # noqa: S103
+        command = [self.binary, "-d", config]
+        if os.geteuid() == 0:
+            command[1:1] = ["-u", "postgres"]
+        subprocess.run(command, check=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with psycopg.connect(self.dsn("postgres")) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def dsn(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def stop(self) -> None:
+        pidfile = os.path.join(self.dir, "pgbouncer.pid")
+        if os.path.exists(pidfile):
+            with open(pidfile) as handle:
+                os.kill(int(handle.read().split()[0]), 15)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def cpu(pids: list[int]) -> dict[int, float]:
@@ -203,27 +288,41 @@ def system_for(server: Server, database: str) -> UltimateJobs:
 
 
 def measure_idle(
-    server: Server, run_dir: str, *, warmup: float, seconds: float, concurrency: int
+    server: Server,
+    bouncer: Bouncer | None,
+    run_dir: str,
+    *,
+    warmup: float,
+    seconds: float,
+    concurrency: int,
 ) -> list[dict[str, Any]]:
-    """Every idle configuration side by side, each on its own database."""
+    """Every idle configuration side by side, each on its own database; the poll-only
+    ones through PgBouncer when there is one."""
     started: list[tuple[Idle, str, Group]] = []
     try:
         for index, idle in enumerate(IDLE):
             database = f"idle_{index}"
             system = system_for(server, database)
             argv = system.worker(concurrency)[0] + list(idle.args)
+            env = dict(idle.env)
+            if idle.bouncer and bouncer is not None:
+                env["DATABASE_URL"] = bouncer.dsn(database)
+            if idle.one_name:
+                url = env.get("DATABASE_URL", system.dsn)
+                env["DATABASE_URL"] = f"{url}?application_name=ultimate_jobs"
             started.append(
                 (
                     idle,
                     database,
                     Group(
                         [argv],
-                        system.env(run_dir, **dict(idle.env)),
+                        system.env(run_dir, **env),
                         os.path.join(run_dir, f"{database}.log"),
                     ),
                 )
             )
         time.sleep(warmup)
+        server.reset()  # the window's statements only (not the migrations)
         stats0 = server.stats()
         backends = {db: list(server.backends(db)) for _, db, _ in started}
         server_cpu0 = {db: cpu(pids) for db, pids in backends.items()}
@@ -239,17 +338,34 @@ def measure_idle(
                 database, {}
             ).get("calls", 0)
             server_cpu1 = cpu(list(server.backends(database)))
+            exec_ms = stats1.get(database, {}).get("exec_ms", 0) - stats0.get(
+                database, {}
+            ).get("exec_ms", 0)
+            through = idle.bouncer and bouncer is not None
             results.append(
                 {
                     "label": idle.label,
+                    "through_pgbouncer": through,
+                    "one_application_name": idle.one_name,
                     "statements_per_minute": round(calls * per_minute, 1),
+                    "server_exec_ms_per_minute": round(exec_ms * per_minute, 2),
                     "worker_cpu_per_minute": round(
                         (group.cpu_seconds() - worker_cpu0[database]) * per_minute, 3
                     ),
                     "server_cpu_per_minute": round(
                         cpu_delta(server_cpu0[database], server_cpu1) * per_minute, 3
                     ),
-                    "connections": dict(connections(server, group, database)),
+                    # Behind PgBouncer: the server sessions the pooler holds for
+                    # this database (it alone reaches it), and the worker's
+                    # client connections to the pooler.
+                    "connections": dict(connections(server, group, database))
+                    if not through
+                    else {
+                        "server sessions (pgbouncer)": len(server.backends(database)),
+                        "client connections to pgbouncer": len(
+                            client_ports(group, bouncer.port)  # type: ignore[union-attr]
+                        ),
+                    },
                     "alive": group.alive(),
                     "top": server.top(database),
                 }
@@ -313,6 +429,61 @@ def measure_drain(
     }
 
 
+def measure_bouncer_drain(
+    server: Server,
+    bouncer: Bouncer,
+    run_dir: str,
+    *,
+    jobs: int,
+    processes: int,
+    concurrency: int,
+) -> dict[str, Any]:
+    """``processes`` poll-only worker processes drain ``jobs`` through PgBouncer: the
+    clients they open against the server sessions the pooler needs for them."""
+    database = "drain_bouncer"
+    system = system_for(server, database)
+    system.driver("fill", jobs, 1)
+    record_dir = tempfile.mkdtemp(prefix="rec-", dir=run_dir)
+    server.reset()
+    argv = system.worker(concurrency)[0] + ["--roles", "worker"]
+    group = Group(
+        [argv] * processes,
+        system.env(
+            record_dir,
+            DATABASE_URL=f"{bouncer.dsn(database)}?application_name=ultimate_jobs",
+            **dict(POLL_ONLY),
+        ),
+        os.path.join(run_dir, f"{database}.log"),
+    )
+    records = Records(record_dir)
+    peak_server = peak_clients = 0
+    try:
+        last_move, seen = time.monotonic(), 0
+        while seen < jobs:
+            time.sleep(0.1)
+            now_seen = records.poll()
+            peak_server = max(peak_server, len(server.backends(database)))
+            peak_clients = max(peak_clients, len(client_ports(group, bouncer.port)))
+            if now_seen != seen:
+                seen, last_move = now_seen, time.monotonic()
+            elif time.monotonic() - last_move > 120 or not group.alive():
+                raise RuntimeError(f"drain stuck at {seen} of {jobs}")
+        settled = _wait_settled(system, jobs)
+        stats = server.stats().get(database, {})
+    finally:
+        group.stop()
+    return {
+        "jobs": jobs,
+        "processes": processes,
+        "concurrency": concurrency,
+        "settled": settled,
+        "statements_per_job": round(stats.get("calls", 0) / jobs, 3),
+        "peak_client_connections": peak_clients,
+        "peak_server_sessions": peak_server,
+        "pgbouncer_default_pool_size": bouncer.pool_size,
+    }
+
+
 def _wait_settled(system: UltimateJobs, jobs: int) -> int:
     """Every body ran; wait for the batched completions to land (read from the
     private server's admin session only after the statistics were taken would miss
@@ -356,7 +527,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
-        "--skip", default="", help="comma-separated: idle,drain,enqueue"
+        "--skip", default="", help="comma-separated: enqueue,drain,bouncer,idle"
     )
     parser.add_argument("--json", help="write the results to this file too")
     options = parser.parse_args(argv)
@@ -364,11 +535,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     server = Server()
     if missing := server.available():
         raise SystemExit(missing)
+    bouncer: Bouncer | None = Bouncer(server.port)
+    if bouncer is not None and (why := bouncer.available()):
+        print(f"without PgBouncer: {why}", file=sys.stderr)
+        bouncer = None
     run_dir = tempfile.mkdtemp(prefix="uj-capacity-")
     results: dict[str, Any] = {"machine": _machine()}
     try:
         server.start()
         server.prepare()
+        if bouncer is not None:
+            bouncer.start()
         os.chdir(REPO)
         if "enqueue" not in skip:
             results["enqueue"] = measure_enqueue(server, count=options.enqueues)
@@ -377,15 +554,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 measure_drain(server, run_dir, jobs=options.jobs, concurrency=c)
                 for c in sorted({options.concurrency, 16})
             ]
+        if "bouncer" not in skip and bouncer is not None:
+            results["bouncer_drain"] = measure_bouncer_drain(
+                server,
+                bouncer,
+                run_dir,
+                jobs=options.jobs,
+                processes=4,
+                concurrency=options.concurrency,
+            )
         if "idle" not in skip:
             results["idle"] = measure_idle(
                 server,
+                bouncer,
                 run_dir,
                 warmup=options.warmup,
                 seconds=options.idle_seconds,
                 concurrency=options.concurrency,
             )
     finally:
+        if bouncer is not None:
+            bouncer.stop()
         server.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
     text = json.dumps(results, indent=2, default=str)
