@@ -48,6 +48,9 @@ SERVER_SETTINGS = {
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.track": "top",  # what clients send, not what functions run
     "pg_stat_statements.max": "10000",
+    # Planning is timed apart from execution: a statement planned at every call (no
+    # prepared statements, or a custom plan) costs far more to plan than to run.
+    "pg_stat_statements.track_planning": "on",
     "max_connections": "300",
 }
 STATS = """
@@ -55,7 +58,8 @@ SELECT d.datname AS database,
        coalesce(sum(s.calls), 0)::bigint AS calls,
        coalesce(sum(s.rows), 0)::bigint AS rows,
        coalesce(sum(s.wal_bytes), 0)::bigint AS wal_bytes,
-       coalesce(sum(s.total_exec_time), 0)::float AS exec_ms
+       coalesce(sum(s.total_exec_time), 0)::float AS exec_ms,
+       coalesce(sum(s.total_plan_time), 0)::float AS plan_ms
 FROM pg_stat_statements AS s
 JOIN pg_database AS d ON d.oid = s.dbid
 GROUP BY d.datname
@@ -137,6 +141,7 @@ class Server(PrivateServer):
                 "rows": row[2],
                 "wal_bytes": row[3],
                 "exec_ms": row[4],
+                "plan_ms": row[5],
             }
             for row in rows
         }
@@ -341,6 +346,9 @@ def measure_idle(
             exec_ms = stats1.get(database, {}).get("exec_ms", 0) - stats0.get(
                 database, {}
             ).get("exec_ms", 0)
+            plan_ms = stats1.get(database, {}).get("plan_ms", 0) - stats0.get(
+                database, {}
+            ).get("plan_ms", 0)
             through = idle.bouncer and bouncer is not None
             results.append(
                 {
@@ -349,6 +357,7 @@ def measure_idle(
                     "one_application_name": idle.one_name,
                     "statements_per_minute": round(calls * per_minute, 1),
                     "server_exec_ms_per_minute": round(exec_ms * per_minute, 2),
+                    "server_plan_ms_per_minute": round(plan_ms * per_minute, 2),
                     "worker_cpu_per_minute": round(
                         (group.cpu_seconds() - worker_cpu0[database]) * per_minute, 3
                     ),
@@ -421,6 +430,7 @@ def measure_drain(
         "rows_per_job": round(stats.get("rows", 0) / jobs, 3),
         "wal_bytes_per_job": round(stats.get("wal_bytes", 0) / jobs, 1),
         "server_exec_ms_per_job": round(stats.get("exec_ms", 0) / jobs, 4),
+        "server_plan_ms_per_job": round(stats.get("plan_ms", 0) / jobs, 4),
         "server_cpu_ms_per_job": round(cpu_delta(tree0, tree1) * 1000 / jobs, 4),
         "worker_cpu_ms_per_job": round(worker_cpu * 1000 / jobs, 4),
         "peak_connections": dict(peak),
@@ -515,6 +525,7 @@ def measure_enqueue(server: Server, *, count: int) -> dict[str, Any]:
             "statements_per_job": round(stats.get("calls", 0) / count, 3),
             "wal_bytes_per_job": round(stats.get("wal_bytes", 0) / count, 1),
             "server_exec_ms_per_job": round(stats.get("exec_ms", 0) / count, 4),
+            "server_plan_ms_per_job": round(stats.get("plan_ms", 0) / count, 4),
         }
     return out
 
