@@ -87,6 +87,10 @@ def test_a_worker_process_holds_exactly_the_documented_connections(
     """docs/scaling.md's count holds from the start and while jobs write through the
     handlers' pool (dead letters, slot releases), however many threads share it."""
     worker = start_worker(*args, **settings)
+    if settings.get("WAKE") != "false":
+        # The wake proves LISTEN with a probe sent on a connection of a moment; once
+        # the probe came back that connection is gone.
+        worker.wait_log("jobs.wake.live")
     wait_for(
         lambda: held(worker.pid, second_connection) == expected,
         message=f"the worker to hold {expected}",

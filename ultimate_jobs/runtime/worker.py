@@ -65,6 +65,9 @@ logger = logging.getLogger(__name__)
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
+# At exit, how long the handler threads get to finish their last writes before the
+# pool they share closes (seconds).
+HANDLER_GRACE = 2.0
 
 
 @dataclass(eq=False)
@@ -171,10 +174,12 @@ class Worker:
         pool.open()
         with contextlib.suppress(QueryError):
             acks_db.connect()
-        for index in range(self.concurrency):
+        handlers = [
             self._spawn(
                 functools.partial(self._handle_loop, pool), f"jobs-handler-{index}"
             )
+            for index in range(self.concurrency)
+        ]
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
         db = self._database("worker")
         try:
@@ -184,12 +189,20 @@ class Worker:
             # Completions handed over before the drain ended are written first.
             self._acks.close(timeout=self.settings.LEASE)
             acks_db.close()
-            pool.close()
             self._finished.set()
             self._wake_heartbeat.set()
             self._timer.stop()
             for _ in range(self.concurrency):
                 self._work.put(None)
+            # A handler that just settled may still be releasing its slot (L1): the
+            # pool closes once the handlers are done, or after a short grace (a body
+            # the drain abandoned may never end; its writes are fenced anyway), or at
+            # once after a second signal.
+            abandoning = self.lifecycle.abandoning.is_set()
+            grace = time.monotonic() + (0.0 if abandoning else HANDLER_GRACE)
+            for thread in handlers:
+                thread.join(max(0.0, grace - time.monotonic()))
+            pool.close()
             self._remove_registration(db)
             db.close()
             logger.info(
@@ -607,5 +620,7 @@ class Worker:
             application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
         )
 
-    def _spawn(self, target: Callable[[], None], name: str) -> None:
-        threading.Thread(target=target, name=name, daemon=True).start()
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
