@@ -8,7 +8,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import WorkerProcess, wait_for
 from tests.testapp.jobs import capped, terminal, touch
 from ultimate_jobs.models import Job
 
@@ -108,3 +108,27 @@ def test_a_worker_process_holds_exactly_the_documented_connections(
     assert Job.objects.filter(pk__in=ids, state="dead").count() == 6
     assert dict(peak) == expected
     assert held(worker.pid, second_connection) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "started", "expected"),
+    [
+        ("jobs_relay", "jobs.relay.started", {"relay": 1, "wake": 1}),
+        ("jobs_scheduler", "jobs.scheduler.started", {"scheduler": 1, "wake": 1}),
+    ],
+)
+def test_the_relay_and_the_scheduler_alone_hold_two_connections(
+    worker_env, tmp_path, second_connection, command, started, expected
+):
+    """docs/scaling.md: a process of one other role holds its loop's connection and the
+    LISTEN session."""
+    process = WorkerProcess([], worker_env(), tmp_path / f"{command}.log", command)
+    try:
+        process.wait_log(started)
+        process.wait_log("jobs.wake.live")
+        wait_for(
+            lambda: held(process.pid, second_connection) == expected,
+            message=f"{command} to hold {expected}",
+        )
+    finally:
+        process.stop()
