@@ -110,6 +110,19 @@ IDLE = [
         for poll in ("1s", "2s", "5s", "10s")
     ),
     Idle(
+        "poll-only, IDLE_POLL_MAX=2s, worker role only",
+        ("--roles", "worker"),
+        (*POLL_ONLY, ("ULTIMATE_JOBS_IDLE_POLL_MAX", "2s")),
+        bouncer=True,
+        one_name=True,
+    ),
+    # What PgBouncer 1.21+ with prepared statements would cost: WAKE off, prepared
+    # statements on, direct (this PgBouncer, 1.18, cannot hold them).
+    Idle(
+        "WAKE off, prepared statements on, direct, IDLE_POLL_MAX=2s",
+        env=(("ULTIMATE_JOBS_WAKE", "false"), ("ULTIMATE_JOBS_IDLE_POLL_MAX", "2s")),
+    ),
+    Idle(
         "poll-only, IDLE_POLL_MAX=5s, worker role only",
         ("--roles", "worker"),
         (*POLL_ONLY, ("ULTIMATE_JOBS_IDLE_POLL_MAX", "5s")),
