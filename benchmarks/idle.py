@@ -51,10 +51,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class PrivateServer:
-    """A throw-away PostgreSQL with every statement logged."""
+# The idle scenario's server: every statement logged, the log prefix naming the database.
+LOGGED = {"log_statement": "all", "log_line_prefix": "%d:"}
 
-    def __init__(self) -> None:
+
+class PrivateServer:
+    """A throw-away PostgreSQL (by default with every statement logged).
+
+    ``settings`` are its server settings (``-c name=value``; no shell metacharacters:
+    pg_ctl passes them through sh); benchmarks/capacity.py loads pg_stat_statements.
+    """
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.settings = LOGGED if settings is None else settings
         self.bindir = _bindir()
         self.port = _free_port()
         self.dir = tempfile.mkdtemp(prefix="uj-bench-pg-")
@@ -96,10 +105,9 @@ class PrivateServer:
                 f"-p {self.port}",
                 f"-k {self.dir}",
                 "-c listen_addresses=127.0.0.1",
-                "-c log_statement=all",
-                "-c log_line_prefix=%d:",  # no shell metacharacters: pg_ctl uses sh
                 "-c fsync=off",
                 "-c max_connections=200",
+                *(f"-c {name}={value}" for name, value in self.settings.items()),
             ]
         )
         subprocess.run(

@@ -49,6 +49,9 @@ class JobsSettings:
         str, ...
     ] = ()  # served by a worker without --queues; () = every declared queue
     CONCURRENCY: int = 8  # handler threads per worker process
+    # Connections a worker process's handler threads share for what their jobs write
+    # (steps, retries, failures, slot releases); at most CONCURRENCY are opened.
+    POOL_SIZE: int = 4
     POLL_INTERVAL: float = 0.25  # seconds between claims while there is work
     IDLE_POLL_MAX: float = (
         2.0  # ceiling (seconds) of the idle poll backoff without a proven wake
@@ -229,6 +232,7 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
     if key in {
         "CONCURRENCY",
+        "POOL_SIZE",
         "PURGE_BATCH",
         "PURGE_MAX_BATCHES",
         "MAX_INPUT_BYTES",
@@ -300,6 +304,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
     **dict.fromkeys(
         (
             "CONCURRENCY",
+            "POOL_SIZE",
             "PURGE_BATCH",
             "PURGE_MAX_BATCHES",
             "MAX_INPUT_BYTES",

@@ -9,6 +9,9 @@ Two doors, one contract (``run(query, **params) -> rows as dicts``):
   DATABASES entry. The worker's hot path (claim, heartbeat, settle) runs on it, so it is
   never closed by ``close_old_connections()`` between jobs and keeps its prepared
   statements. A broken connection is dropped and re-dialled on the next call.
+* ``DatabasePool`` is a fixed number of ``DirectDatabase`` connections that threads
+  share, one statement at a time: a worker's handler threads write through it, so a
+  process holds ``POOL_SIZE`` connections for them however many threads it runs.
 
 Both wrap a driver failure once, as ``QueryError(query_name)`` with the cause attached.
 
@@ -22,6 +25,7 @@ the statement's name and the row's raw ``id``, counted, and kept on the database
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -252,3 +256,85 @@ class DirectDatabase:
                 conn.close()
             except psycopg.Error:
                 pass
+
+
+class DatabasePool:
+    """``size`` autocommit connections shared by threads, one statement at a time.
+
+    Each ``run`` takes a free connection, runs one statement and puts the connection
+    back, so no session state lives across calls (none is needed: every statement
+    commits on its own) and a thread never holds a connection while it is not talking
+    to the server. ``open`` dials every connection at once, so a process holds exactly
+    ``size`` of them from its start (the count docs/scaling.md plans with); one that
+    fails to dial, or breaks later, is re-dialled by the next statement that takes it.
+    """
+
+    def __init__(
+        self, alias: str, *, size: int, application_name: str = "ultimate_jobs pool"
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a pool holds at least one connection, not {size}")
+        self.alias = alias
+        self.size = size
+        self._members = [
+            DirectDatabase(alias, application_name=application_name)
+            for _ in range(size)
+        ]
+        self._free: queue.SimpleQueue[DirectDatabase] = queue.SimpleQueue()
+        for member in self._members:
+            self._free.put(member)
+        self._closed = False
+
+    def open(self) -> None:
+        """Dial every connection now; one that fails is re-dialled at its first use."""
+        for member in self._members:
+            try:
+                member.connect()
+            except QueryError as exc:
+                logger.warning(
+                    "jobs.pool.connect-failed",
+                    extra={"alias": self.alias, "error": str(exc)},
+                )
+
+    def run(self, query: Query[R], /, **params: Any) -> list[R]:
+        member = None if self._closed else self._free.get()
+        try:
+            if member is None or self._closed:
+                closed = psycopg.InterfaceError("the connection pool is closed")
+                raise QueryError(query.name, closed)
+            return member.run(query, **params)
+        finally:
+            if member is not None:
+                if self._closed:
+                    member.close()
+                self._free.put(member)
+
+    def shared(self) -> Database:
+        """This pool as a bare ``Database``, without ``close``: for a caller that closes
+        the database it is handed when done with it (the executor's deadline settler,
+        which once had a connection of its own), so it cannot close the pool."""
+        return _SharedPool(self)
+
+    def close(self) -> None:
+        """Close the idle connections now; one in use closes when its statement ends.
+        A statement after this raises QueryError."""
+        self._closed = True
+        idle = []
+        while True:
+            try:
+                idle.append(self._free.get_nowait())
+            except queue.Empty:
+                break
+        for member in idle:
+            member.close()
+            self._free.put(member)  # a thread waiting for one wakes and sees closed
+
+
+@dataclass(frozen=True)
+class _SharedPool:
+    """A pool that can run statements but not be closed (``DatabasePool.shared``)."""
+
+    pool: DatabasePool
+
+    def run(self, query: Query[R], /, **params: Any) -> list[R]:
+        return self.pool.run(query, **params)

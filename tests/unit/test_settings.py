@@ -22,6 +22,7 @@ def test_defaults():
     assert s.heartbeat_seconds == 10.0
     assert s.OUTBOX == "auto"
     assert s.DATABASE == "default"
+    assert s.POOL_SIZE == 4  # docs/settings.md, docs/scaling.md
 
 
 def test_settings_then_environment_win_in_order():
@@ -40,6 +41,8 @@ def test_settings_then_environment_win_in_order():
         ({"CONCURENCY": 4}, {}, "CONCURENCY"),
         ({"CONCURRENCY": 0}, {}, "CONCURRENCY"),
         ({}, {"ULTIMATE_JOBS_CONCURRENCY": "many"}, "CONCURRENCY"),
+        ({"POOL_SIZE": 0}, {}, "POOL_SIZE"),
+        ({}, {"ULTIMATE_JOBS_POOL_SIZE": "lots"}, "POOL_SIZE"),
         ({"LEASE": "0.5s"}, {}, "LEASE"),
         ({}, {"ULTIMATE_JOBS_LEASE": "forever"}, "LEASE"),
         ({"OUTBOX": "sometimes"}, {}, "OUTBOX"),
@@ -123,6 +126,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_DATABASE": "jobs",
         "ULTIMATE_JOBS_QUEUES": "mail,reports",
         "ULTIMATE_JOBS_CONCURRENCY": "16",
+        "ULTIMATE_JOBS_POOL_SIZE": "6",
         "ULTIMATE_JOBS_POLL_INTERVAL": "100ms",
         "ULTIMATE_JOBS_IDLE_POLL_MAX": "3s",
         "ULTIMATE_JOBS_WOKEN_IDLE_POLL_MAX": "10s",
@@ -156,6 +160,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         DATABASE="jobs",
         QUEUES=("mail", "reports"),
         CONCURRENCY=16,
+        POOL_SIZE=6,
         POLL_INTERVAL=0.1,
         IDLE_POLL_MAX=3.0,
         WOKEN_IDLE_POLL_MAX=10.0,

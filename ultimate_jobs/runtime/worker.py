@@ -7,13 +7,14 @@ Threads, each with its own database connection (``DirectDatabase``):
   on an event that a finishing job sets when the worker was full (a slot coming free
   claims at once) and that the poll interval times out; while idle the interval
   doubles up to IDLE_POLL_MAX.
-* ``concurrency`` handler threads run the bodies and write their outcomes.
+* ``concurrency`` handler threads run the bodies and write their outcomes, through a
+  pool of ``POOL_SIZE`` connections they share (at most ``concurrency``).
 * the heartbeat thread renews every held lease in one statement every third of the
   lease (W4) and keeps the worker's registry row fresh (W8).
 * a wake timer (timers.py) for retries and sleeps this worker parked that come due
   within a minute: they are claimed on time, not at the next poll (S3).
-* a deadline (S6) fails its attempt at once, on a connection of its own, while the body
-  may still hold its handler thread.
+* a deadline (S6) fails its attempt at once, through the pool (not the handler thread,
+  which the body may still hold).
 
 Every write about a job is fenced on the claim token the claim stamped (W3). Stopping
 comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
@@ -24,6 +25,8 @@ with their attempt counted. A second signal ends the drain at once.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import queue as queue_module
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.db import DatabasePool, DirectDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
@@ -62,6 +65,9 @@ logger = logging.getLogger(__name__)
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
+# At exit, how long the handler threads get to finish their last writes before the
+# pool they share closes (seconds).
+HANDLER_GRACE = 2.0
 
 
 @dataclass(eq=False)
@@ -157,8 +163,23 @@ class Worker:
             self.notifications.start()
         acks_db = self._database("acks")
         self._acks = Acks(acks_db, retry_for=self.settings.LEASE)
-        for index in range(self.concurrency):
-            self._spawn(self._handle_loop, f"jobs-handler-{index}")
+        pool = DatabasePool(
+            self.settings.DATABASE,
+            size=min(self.settings.POOL_SIZE, self.concurrency),
+            application_name=f"ultimate_jobs pool {self.worker_id}"[:63],
+        )
+        # Every connection of the process is dialled at its start, so it holds the
+        # documented number from then on (docs/scaling.md); a failed dial is retried
+        # by the first statement that needs the connection.
+        pool.open()
+        with contextlib.suppress(QueryError):
+            acks_db.connect()
+        handlers = [
+            self._spawn(
+                functools.partial(self._handle_loop, pool), f"jobs-handler-{index}"
+            )
+            for index in range(self.concurrency)
+        ]
         self._spawn(self._heartbeat_loop, "jobs-heartbeat")
         db = self._database("worker")
         try:
@@ -173,6 +194,15 @@ class Worker:
             self._timer.stop()
             for _ in range(self.concurrency):
                 self._work.put(None)
+            # A handler that just settled may still be releasing its slot (L1): the
+            # pool closes once the handlers are done, or after a short grace (a body
+            # the drain abandoned may never end; its writes are fenced anyway), or at
+            # once after a second signal.
+            abandoning = self.lifecycle.abandoning.is_set()
+            grace = time.monotonic() + (0.0 if abandoning else HANDLER_GRACE)
+            for thread in handlers:
+                thread.join(max(0.0, grace - time.monotonic()))
+            pool.close()
             self._remove_registration(db)
             db.close()
             logger.info(
@@ -323,30 +353,27 @@ class Worker:
 
     # -- running -----------------------------------------------------------------
 
-    def _handle_loop(self) -> None:
-        db = self._database("worker")
+    def _handle_loop(self, pool: DatabasePool) -> None:
         settler = Settler(
-            db, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
+            pool, retry_for=self.settings.LEASE, stop=self.lifecycle.abandoning
         )
         executor = Executor(
             settler,
             jobs=self.jobs,
             manage_connections=True,
             acks=self._acks,
+            # The executor closes a deadline settler's database when done with it.
             deadline_settler=lambda: Settler(
-                self._database("deadline"),
+                pool.shared(),
                 retry_for=self.settings.LEASE,
                 stop=self.lifecycle.abandoning,
             ),
         )
-        try:
-            while True:
-                entry = self._work.get()
-                if entry is None:
-                    return
-                self._run_one(executor, entry)
-        finally:
-            db.close()
+        while True:
+            entry = self._work.get()
+            if entry is None:
+                return
+            self._run_one(executor, entry)
 
     def _run_one(self, executor: Executor, entry: Held) -> None:
         def settling() -> None:
@@ -600,5 +627,7 @@ class Worker:
             application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
         )
 
-    def _spawn(self, target: Callable[[], None], name: str) -> None:
-        threading.Thread(target=target, name=name, daemon=True).start()
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
