@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from ultimate_jobs.admin.job_list import KeyFilter
 from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.models import Job, RunLog
@@ -83,25 +82,6 @@ def same_key_link(job: Job) -> str:
     return format_html(
         '{} (<a href="{}?{}">jobs with this key</a>)', job.idempotency_key, url, query
     )
-
-
-class KeyFilter(admin.SimpleListFilter):
-    """Jobs holding one idempotency key, exactly (``?key=cart-42``; the detail page of
-    a job links to it). Listed in the sidebar while it is applied."""
-
-    title = "idempotency key"
-    parameter_name = "key"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        value = self.value()
-        return [(value, value)] if value else []
-
-    def has_output(self) -> bool:
-        return bool(self.value())
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
-        value = self.value()
-        return queryset.filter(idempotency_key=value) if value else queryset
 
     def choices(self, changelist: ChangeList) -> Any:
         yield {

@@ -160,6 +160,14 @@ class _ValueFilter(admin.SimpleListFilter):
         return queryset.filter(**{self.field: value}) if value else queryset
 
 
+class KeyFilter(_ValueFilter):
+    """Jobs of one idempotency key (``?key=report:42``; a job's page links to it)."""
+
+    title = "idempotency key"
+    parameter_name = "key"
+    field = "idempotency_key"
+
+
 class TenantFilter(_ValueFilter):
     """Jobs of one tenant (``?tenant=acme``)."""
 

@@ -86,7 +86,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
         job_list.FiredByFilter,
-        job_details.KeyFilter,
+        job_list.KeyFilter,
     )
     # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
     # name); listed so the admin draws its search box.
