@@ -37,6 +37,18 @@ SELECT i.*,
            ord
        )
 
+-- fragment: key_free
+-- True when no live job (ready, delayed, running, suspended) of the name and tenant of
+-- the row `job` holds its idempotency key (J3): a finished row may run again under it.
+NOT EXISTS (
+    SELECT 1
+      FROM ultimate_jobs_job AS live
+     WHERE live.name = job.name
+       AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
+       AND live.idempotency_key = job.idempotency_key
+       AND live.state IN ('ready', 'delayed', 'running', 'suspended')
+)
+
 -- fragment: job_insert
 -- Insert the rows of an `input` CTE (job_input) into the queue, in input order. A row
 -- due later than now is 'delayed', otherwise 'ready'. A row whose (name, tenant,
@@ -709,14 +721,7 @@ WITH requeued AS (
            stop_reason = ''
      WHERE job.id = %(id)s::uuid
        AND job.state IN ('done', 'failed', 'dead', 'cancelled')
-       AND NOT EXISTS (
-               SELECT 1
-                 FROM ultimate_jobs_job AS live
-                WHERE live.name = job.name
-                  AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
-                  AND live.idempotency_key = job.idempotency_key
-                  AND live.state IN ('ready', 'delayed', 'running', 'suspended')
-           )
+       AND {{key_free}}
     RETURNING job.id, job.queue, pg_notify('ultimate_jobs_wake', job.queue) IS NULL AS announced
 ),
 kept AS (
@@ -818,14 +823,7 @@ WITH matching AS (
        AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
        AND (
             NOT %(requeue)s::boolean
-            OR NOT EXISTS (
-                   SELECT 1
-                     FROM ultimate_jobs_job AS live
-                    WHERE live.name = job.name
-                      AND coalesce(live.tenant_id, '') = coalesce(job.tenant_id, '')
-                      AND live.idempotency_key = job.idempotency_key
-                      AND live.state IN ('ready', 'delayed', 'running', 'suspended')
-               )
+            OR {{key_free}}
        )
 ),
 movable AS (
