@@ -39,6 +39,7 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
                 "worker_id": "w",
                 "lease_seconds": 30.0,
                 "dropped": [],
+                "names": None,
                 "now": None,
                 **claim_parameters(registry),
             },
@@ -46,6 +47,41 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "ultimate_jobs_job_ready" in plan
     assert "Seq Scan on ultimate_jobs_job" not in plan
+
+
+@pytest.mark.django_db
+def test_the_plain_claim_and_the_staging_pass_use_partial_indexes():
+    """W2, W5: on a large table the plain claim walks the ready index and the staging
+    pass the delayed and running ones; neither scans the table."""
+    noop.enqueue_many([{"key": str(i)} for i in range(20_000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE ultimate_jobs_job")
+        cursor.execute(
+            "EXPLAIN " + sql.QUERIES["job_claim_plain"].text,
+            {
+                "queues": ["default"],
+                "limit": 10,
+                "worker_id": "w",
+                "lease_seconds": 30.0,
+                "names": [noop.name],
+                "now": None,
+            },
+        )
+        claim = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "EXPLAIN " + sql.QUERIES["job_stage"].text,
+            {
+                "queues": ["default"],
+                "limit": 500,
+                "dropped": [],
+                "names": [noop.name],
+                "now": None,
+            },
+        )
+        stage = "\n".join(row[0] for row in cursor.fetchall())
+    assert "ultimate_jobs_job_ready" in claim
+    assert "Seq Scan on ultimate_jobs_job" not in claim
+    assert "Seq Scan on ultimate_jobs_job" not in stage
 
 
 @pytest.mark.django_db
@@ -185,7 +221,7 @@ def test_each_typed_row_is_what_its_statement_answers(name):
 
 def test_the_hot_statements_are_typed():
     hot = {
-        "job_claim", "job_heartbeat", "job_complete", "job_retry", "job_bury",
+        "job_claim", "job_claim_plain", "job_stage", "job_heartbeat", "job_complete", "job_retry", "job_bury",
         "job_release", "job_enqueue", "job_holders", "outbox_stage", "outbox_claim",
         "outbox_mark_published", "outbox_release", "leader_acquire", "leader_release",
         "scheduler_sync", "scheduler_fire", "schedule_list",

@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import cast
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase
@@ -42,7 +43,7 @@ from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.limits.budgets import Budget, Limits
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.caps import claim_parameters, fleet_caps
 from ultimate_jobs.limits.slots import release_slots
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.acks import Acks
@@ -55,12 +56,22 @@ from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
-from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
+from ultimate_jobs.sql.rows import (
+    JOB_CLAIM,
+    JOB_CLAIM_PLAIN,
+    JOB_HEARTBEAT,
+    JOB_STAGE,
+    ClaimedJob,
+    Heartbeat,
+    Staged,
+)
 
 logger = logging.getLogger(__name__)
 
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
+# The most rows one staging pass (job_stage) makes ready; a full pass stages again.
+STAGE_BATCH = 500
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
 
 
@@ -135,7 +146,25 @@ class Worker:
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
-        self._timer = WakeTimer(self.wake)  # retries and sleeps due within a minute
+        self._timer = WakeTimer(
+            self._wake_to_stage
+        )  # retries/sleeps due within a minute
+        # The plain claim (job_claim_plain) serves the declared names without a fleet
+        # cap; the limited claim (job_claim) the capped ones, and every name once a
+        # budget is set (L1-L3). Due delayed rows and lapsed leases reach 'ready'
+        # through a staging pass at most once per poll interval, or when a local
+        # timer says a row came due.
+        capped = set(fleet_caps(jobs)["cap_names"])
+        names = sorted(handle.name for handle in jobs)
+        if self.budget.limits.bounded:
+            capped = set(names)
+        self._plain_names = [name for name in names if name not in capped]
+        self._limited_names = [name for name in names if name in capped]
+        self._names = names
+        self._dropped = [h.name for h in jobs if not h.definition.dead_letter]
+        self._staged_at = float("-inf")
+        self._stage_now = False
+        self._notified = False
         self._acks: Acks | None = None  # batched completions (N3), made in run()
         self.lifecycle.on_stop(self._on_stop)
         self.lifecycle.on_abandon(self._on_abandon)
@@ -191,7 +220,12 @@ class Worker:
 
     def _on_notification(self, queue: str) -> None:
         if queue in self.queues:
+            self._notified = True  # claim at once, before any staging pass (N1)
             self.wake()
+
+    def _wake_to_stage(self) -> None:
+        self._stage_now = True
+        self.wake()
 
     def idle_ceiling(self) -> float:
         """The idle poll ceiling: longer once the LISTEN wake is proven (N1)."""
@@ -268,20 +302,34 @@ class Worker:
         with self._lock:
             held = self._held_rows()
         started = time.monotonic()
-        dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
-        rows = db.run(
-            JOB_CLAIM,
-            queues=self.queues,
-            limit=limit,
-            worker_id=self.worker_id,
-            lease_seconds=self.settings.LEASE,
-            dropped=dropped,
-            now=None,
-            **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
-        )
+        rows: list[ClaimedJob] = []
+        if self._notified:
+            # A wake claims at once (N1). One that finds nothing may be for a row not
+            # ready yet (a resumed wait, a promotion): a staging pass follows now.
+            self._notified = False
+            rows = self._claim_plain(db, limit)
+            self._stage_now = self._stage_now or not rows
+        if not rows:
+            if not self._staged_or_due(db):
+                return 0  # nothing due, nothing ready: the idle poll was one statement
+            rows = self._claim_plain(db, limit)
+        if self._limited_names and len(rows) < limit:
+            rows += db.run(
+                JOB_CLAIM,
+                queues=self.queues,
+                limit=limit - len(rows),
+                worker_id=self.worker_id,
+                lease_seconds=self.settings.LEASE,
+                dropped=self._dropped,
+                names=self._limited_names,
+                now=None,
+                **claim_parameters(
+                    self.jobs, self.budget, queues=self.queues, held=held
+                ),
+            )
         metrics.claim_finished(time.monotonic() - started)
         if db.unreadable:  # B4: rows Python cannot read are settled, never retried
-            bury_unreadable(Settler(db), db.unreadable, dropped=dropped)
+            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
         claimed = 0
         for row in rows:
             if row["buried"]:
@@ -302,6 +350,53 @@ class Worker:
         if self._claims_left is not None:
             self._claims_left -= claimed
         return claimed
+
+    def _staged_or_due(self, db: DirectDatabase) -> bool:
+        """Run the staging pass when it is due; answer whether a claim may find work.
+        An idle poll is one statement (the pass says whether ready work waits) and a
+        busy worker stages once per poll interval (W2, W5)."""
+        now = time.monotonic()
+        if not self._stage_now and now - self._staged_at < self.settings.POLL_INTERVAL:
+            return True
+        self._stage_now = False
+        self._staged_at = now
+        staged, ready = self._stage(db)
+        if staged >= STAGE_BATCH:
+            self._stage_now = True  # more are due: stage again next round
+        return bool(staged or ready)
+
+    def _claim_plain(self, db: DirectDatabase, limit: int) -> list[ClaimedJob]:
+        if not self._plain_names:
+            return []
+        return db.run(
+            JOB_CLAIM_PLAIN,
+            queues=self.queues,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease_seconds=self.settings.LEASE,
+            names=self._plain_names,
+            now=None,
+        )
+
+    def _stage(self, db: DirectDatabase) -> tuple[int, bool]:
+        """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
+        lapsed final attempts buried and announced (W5)."""
+        rows = db.run(
+            JOB_STAGE,
+            queues=self.queues,
+            limit=STAGE_BATCH,
+            dropped=self._dropped,
+            names=self._names,
+            now=None,
+        )
+        if db.unreadable:
+            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
+        if not rows:
+            return 0, False
+        for row in rows:
+            if row["id"] is not None:
+                self._announce_exhausted(_buried(row))
+        return rows[0]["staged"], rows[0]["ready"]
 
     def _announce_exhausted(self, row: ClaimedJob) -> None:
         """W5: a lapsed lease on the final attempt was buried by the claim itself."""
@@ -595,3 +690,11 @@ class Worker:
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         threading.Thread(target=target, name=name, daemon=True).start()
+
+
+def _buried(row: Staged) -> ClaimedJob:
+    """A row job_stage buried, in the shape announcements take."""
+    fields = {k: v for k, v in row.items() if k not in ("staged", "ready")}
+    return cast(
+        ClaimedJob, {"buried": True, "refused": False, **fields, "lease_key": None}
+    )
