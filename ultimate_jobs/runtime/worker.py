@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase
@@ -55,7 +55,7 @@ from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql import QUERIES, Query
 from ultimate_jobs.sql.rows import (
     JOB_CLAIM,
     JOB_CLAIM_PLAIN,
@@ -314,7 +314,8 @@ class Worker:
                 return 0  # nothing due, nothing ready: the idle poll was one statement
             rows = self._claim_plain(db, limit)
         if self._limited_names and len(rows) < limit:
-            rows += db.run(
+            rows += self._claimed_rows(
+                db,
                 JOB_CLAIM,
                 queues=self.queues,
                 limit=limit - len(rows),
@@ -328,8 +329,6 @@ class Worker:
                 ),
             )
         metrics.claim_finished(time.monotonic() - started)
-        if db.unreadable:  # B4: rows Python cannot read are settled, never retried
-            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
         claimed = 0
         for row in rows:
             if row["buried"]:
@@ -368,7 +367,8 @@ class Worker:
     def _claim_plain(self, db: DirectDatabase, limit: int) -> list[ClaimedJob]:
         if not self._plain_names:
             return []
-        return db.run(
+        return self._claimed_rows(
+            db,
             JOB_CLAIM_PLAIN,
             queues=self.queues,
             limit=limit,
@@ -377,6 +377,16 @@ class Worker:
             names=self._plain_names,
             now=None,
         )
+
+    def _claimed_rows(
+        self, db: DirectDatabase, query: Query[ClaimedJob], **params: Any
+    ) -> list[ClaimedJob]:
+        """One claim statement's rows; those Python cannot read are settled at once,
+        never retried (B4), before the next statement on ``db`` forgets them."""
+        rows = db.run(query, **params)
+        if db.unreadable:
+            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
+        return rows
 
     def _stage(self, db: DirectDatabase) -> tuple[int, bool]:
         """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
