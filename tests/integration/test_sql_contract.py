@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -162,6 +163,41 @@ def test_a_statement_runs_only_with_exactly_its_parameters(door):
     assert db.run(query, key="k", now=None) == []
     if isinstance(db, DirectDatabase):
         db.close()
+
+
+@pytest.mark.django_db
+def test_the_worker_connection_reads_timestamps_with_psycopg_loader_as_django_does():
+    """N3 (issue 13): the worker's own connection reads timestamptz with psycopg's
+    loader (C when installed), not Django's Python one, and answers the same aware
+    datetimes Django's connection does; jsonb still arrives as text."""
+    from datetime import UTC
+
+    from django.db import connection
+
+    from ultimate_jobs.db import DirectDatabase
+
+    statement = (
+        "SELECT '2024-06-01 12:00:00.123456+02'::timestamptz AS at,"
+        " '{\"a\": 1}'::jsonb AS doc"
+    )
+    db = DirectDatabase("default")
+    try:
+        conn = db.connect()
+        loader = conn.adapters.get_loader(
+            conn.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
+        )
+        assert loader is not None
+        assert not loader.__module__.startswith("django")
+        direct = conn.execute(statement).fetchone()
+    finally:
+        db.close()
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+        django_row = cursor.fetchone()
+    assert direct == django_row
+    assert direct[0] == datetime(2024, 6, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    assert direct[0].utcoffset() == django_row[0].utcoffset()
+    assert direct[1] == '{"a": 1}'
 
 
 # PostgreSQL type -> the Python type a typed row declares for it (sql/rows.py).
