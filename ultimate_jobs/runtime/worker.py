@@ -3,7 +3,11 @@
 Threads, each with its own database connection (``DirectDatabase``):
 
 * the claim loop (the caller's thread): one statement takes at most as many rows as
-  there are free slots (W2), so a backlog never becomes an unbounded fan-out. It sleeps
+  there are free slots (W2), so a backlog never becomes an unbounded fan-out: the plain
+  claim for declared jobs without a fleet cap, the limited claim for capped ones (or
+  all, under a budget), and only names this deploy declares. Due delayed rows and
+  lapsed leases reach 'ready' through a staging pass (W5) at most once per poll
+  interval and at every wake; while idle that pass is the one statement of a poll. It sleeps
   on an event that a finishing job sets when the worker was full (a slot coming free
   claims at once) and that the poll interval times out; while idle the interval
   doubles up to IDLE_POLL_MAX.
@@ -164,7 +168,6 @@ class Worker:
         self._dropped = [h.name for h in jobs if not h.definition.dead_letter]
         self._staged_at = float("-inf")
         self._stage_now = False
-        self._notified = False
         self._acks: Acks | None = None  # batched completions (N3), made in run()
         self.lifecycle.on_stop(self._on_stop)
         self.lifecycle.on_abandon(self._on_abandon)
@@ -220,7 +223,9 @@ class Worker:
 
     def _on_notification(self, queue: str) -> None:
         if queue in self.queues:
-            self._notified = True  # claim at once, before any staging pass (N1)
+            # A wake may be for a row not ready yet (a resumed wait, a promotion): the
+            # staging pass runs first; it also says whether the claim has work (N1).
+            self._stage_now = True
             self.wake()
 
     def _wake_to_stage(self) -> None:
@@ -302,17 +307,9 @@ class Worker:
         with self._lock:
             held = self._held_rows()
         started = time.monotonic()
-        rows: list[ClaimedJob] = []
-        if self._notified:
-            # A wake claims at once (N1). One that finds nothing may be for a row not
-            # ready yet (a resumed wait, a promotion): a staging pass follows now.
-            self._notified = False
-            rows = self._claim_plain(db, limit)
-            self._stage_now = self._stage_now or not rows
-        if not rows:
-            if not self._staged_or_due(db):
-                return 0  # nothing due, nothing ready: the idle poll was one statement
-            rows = self._claim_plain(db, limit)
+        if not self._staged_or_due(db):
+            return 0  # nothing due, nothing ready: the idle poll was one statement
+        rows = self._claim_plain(db, limit)
         if self._limited_names and len(rows) < limit:
             rows += self._claimed_rows(
                 db,
