@@ -249,14 +249,16 @@ class Worker:
         idle = poll
         failures = 0
         gather = min(GATHER, poll)
+        slots = self.concurrency
         while not self.lifecycle.stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._wait(poll)
                 continue
-            if self._saturated and free < max(2, self.concurrency // 4):
+            if self._saturated and free < min(max(2, self.concurrency // 4), slots):
                 # Busy: let a few more slots come free so one claim fills them (N3),
-                # rather than one claim statement per finished job.
+                # rather than one claim statement per finished job. With one slot no
+                # other can come free: waiting would only stall every claim.
                 self.lifecycle.wait(gather)
                 free = self._free_slots()
             try:
