@@ -74,6 +74,9 @@ logger = logging.getLogger(__name__)
 
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
+# After a claim that left slots free, when to look again for rows whose wake N1's
+# throttle held back (seconds): bounds such a row's wait to this, not a poll.
+RELOOK = 0.02
 # The most rows one staging pass (job_stage) makes ready; a full pass stages again.
 STAGE_BATCH = 500
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
@@ -284,7 +287,11 @@ class Worker:
             if claimed:
                 idle = poll
                 if not self._saturated:
-                    self._wait(poll)
+                    # N1's enqueue throttle keeps a queue's wake silent while a row of
+                    # it is still ready: a row committed while this claim ran may be
+                    # announced by nobody. One staging pass RELOOK later finds it.
+                    self._stage_now = True
+                    self._wait(min(RELOOK, poll))
             else:
                 self._wait(min(idle, self.budget.retry_in() or idle))
                 idle = min(idle * 2, self.idle_ceiling())
