@@ -22,6 +22,10 @@ ROWS = [
     ("Drain no-op, concurrency 4 (jobs/s)", "drain_c4", "rate", HIGHER),
     ("Drain no-op, concurrency 16 (jobs/s)", "drain_c16", "rate", HIGHER),
     ("Drain no-op, c=16 x --processes 2 (jobs/s)", "drain_c16_p2", "rate", HIGHER),
+    ("Worker CPU per job, c=1 (µs)", "drain_c1", "cpu_us_per_job", LOWER),
+    ("Worker CPU per job, c=16 (µs)", "drain_c16", "cpu_us_per_job", LOWER),
+    ("Transactions per job, c=1", "drain_c1", "xacts_per_job", LOWER),
+    ("Transactions per job, c=16", "drain_c16", "xacts_per_job", LOWER),
     ("Pickup p50 (ms)", "pickup", "p50", LOWER),
     ("Pickup p95 (ms)", "pickup", "p95", LOWER),
     ("Pickup p99 (ms)", "pickup", "p99", LOWER),
@@ -59,7 +63,17 @@ def brief(result: dict[str, Any]) -> str:
     if "error" in result:
         return f"ERROR {result['error']}"
     parts = []
-    for key in ("rate", "p50", "p95", "p99", "ran", "duplicates", "peak_rss_mib"):
+    for key in (
+        "rate",
+        "p50",
+        "p95",
+        "p99",
+        "ran",
+        "duplicates",
+        "peak_rss_mib",
+        "cpu_us_per_job",
+        "xacts_per_job",
+    ):
         if key in result:
             parts.append(f"{key}={fmt(result[key])}")
     return " ".join(parts)

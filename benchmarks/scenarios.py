@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from benchmarks.procs import Group
 from benchmarks.record import Records
 from benchmarks.stats import percentile
@@ -106,15 +108,46 @@ def drain(
     )
     group.start_sampling()
     records = Records(record_dir)
+    cpu: dict[str, Any] = {}
     try:
-        wait_for(records, ctx.drain_jobs, time.monotonic() + ctx.drain_cap, group)
+        # CPU per job is counted from the first job run to the last, so the worker's
+        # start (imports, checks) is not charged to the jobs: a figure that holds on a
+        # busy machine, unlike jobs/s.
+        deadline = time.monotonic() + ctx.drain_cap
+        first = wait_for(records, 1, deadline, group)
+        cpu_first = group.cpu_seconds()
+        xacts_first = transactions(system)
+        last = wait_for(records, ctx.drain_jobs, deadline, group)
+        if last > first:
+            cpu["cpu_us_per_job"] = (
+                (group.cpu_seconds() - cpu_first) / (last - first) * 1e6
+            )
+            # Transactions per job, from pg_stat_database of the system's own
+            # database (an autocommit statement is one; PostgreSQL publishes a busy
+            # session's counts at most a second late, so short drains read low).
+            time.sleep(1.1)
+            cpu["xacts_per_job"] = (transactions(system) - xacts_first - 1) / (
+                last - first
+            )
     finally:
         group.stop()
     records.poll()
     system.reset()
-    return analyse_drain(records.items, ctx.drain_jobs) | {
-        "peak_rss_mib": group.peak_rss / MIB
-    }
+    return (
+        analyse_drain(records.items, ctx.drain_jobs)
+        | {"peak_rss_mib": group.peak_rss / MIB}
+        | cpu
+    )
+
+
+def transactions(system: System) -> int:
+    """Committed and rolled back transactions of the system's database so far."""
+    with psycopg.connect(system.dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def analyse_drain(items: list[tuple[int, int]], expected: int) -> dict[str, Any]:

@@ -33,15 +33,14 @@ async def main() -> AsyncIterator[PgQueuer]:
 if __name__ == "__main__":
     # `pgq run benchmarks.peers.pgqueuer_app:main` is the documented command, but the
     # CLI of pgqueuer 1.6.0 fails before starting (its --log-level parser hands a str
-    # where an enum is expected); pgqueuer.run is the same supervisor, called directly.
-    import asyncio
-
+    # where an enum is expected); pgqueuer.run is the same supervisor, called directly,
+    # on the same event loop the CLI picks (uvloop when installed).
     from pgqueuer import run
+    from pgqueuer.adapters.cli.cli import asyncio_run
 
-    # PgQueuer requires max_concurrent_tasks >= 2 x batch_size, so concurrency 1 runs
-    # as batch_size 1, max_concurrent_tasks 2 (an entrypoint concurrency_limit of 1
-    # instead made it wait ~2 s between jobs).
-    batch = max(1, CONCURRENCY // 2)
-    asyncio.run(
-        run(main, batch_size=batch, max_concurrent_tasks=max(CONCURRENCY, 2 * batch))
-    )
+    # Configured for throughput as PgQueuer documents it: each dequeue takes a whole
+    # batch of `concurrency` jobs (`--batch-size`, "jobs to pull from the queue at
+    # once"), and `max_concurrent_tasks` is the smallest cap PgQueuer accepts with that
+    # batch (it requires max_concurrent_tasks >= 2 x batch_size), so one batch runs
+    # while the next is fetched.
+    asyncio_run(run(main, batch_size=CONCURRENCY, max_concurrent_tasks=2 * CONCURRENCY))

@@ -226,7 +226,8 @@ def test_multiple_workers(start_worker):
     """Backport DatabaseWorkerProcessTestCase.test_multiple_workers: ten tasks, three
     workers, each task run once (one start and one ending in all the logs)."""
     results = [sleep_for.enqueue(0.1) for _ in range(10)]
-    workers = [start_worker("--concurrency", "1") for _ in range(3)]
+    # -v 2: an attempt's start and a success are DEBUG lines (N2).
+    workers = [start_worker("--concurrency", "1", "-v", "2") for _ in range(3)]
     wait_for(
         lambda: finished(*[r.id for r in results]),
         timeout=within_a_lease(),

@@ -181,7 +181,8 @@ def test_a_requests_correlation_id_is_on_every_json_log_line_of_its_job(
     """M2: request header -> enqueue -> a worker's JSON log lines, all of them parse."""
     response = client.get("/chatty/e2e", HTTP_X_REQUEST_ID="lb-req-42")
     job_id = response.json()["id"]
-    worker = start_worker("--concurrency", "1", LOG_FORMAT="json")
+    # -v 2: an attempt's own lines (started, a success) are DEBUG (N2).
+    worker = start_worker("--concurrency", "1", "-v", "2", LOG_FORMAT="json")
     wait_for(lambda: state_of(job_id)[0] == "done")
     worker.terminate()
     assert worker.wait() == 0

@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+from django.db.models.functions import Now
 
 from tests.conftest import deadline, start_deadline, wait_for, wait_for_progress
 from tests.testapp.jobs import atouch, crash, hold, touch
@@ -248,3 +249,30 @@ def test_a_failed_release_at_the_drain_deadline_leaves_the_row_to_its_lease(
         ("started", 2),
         ("finished", 2),
     ]
+
+
+def test_a_rolling_deploy_leaves_a_job_the_old_worker_lacks_to_the_new_one(
+    start_worker, monkeypatch
+):
+    """W2, issue 16 item 7: a worker claims only the job names it declares. A row of a
+    job only the next deploy declares stays ready with its attempts untouched while an
+    old worker serves the queue, and the new deploy's worker runs it."""
+    old = start_worker("--concurrency", "2")
+    # The test process is an old deploy too: the row is written delayed, renamed, then
+    # made due, so no worker sees it under the old name.
+    pending = touch.using(delay="1h").enqueue(key="next", tenant="t")
+    Job.objects.filter(pk=pending.id).update(name="testapp.next_deploy")
+    Job.objects.filter(pk=pending.id).update(state="ready", run_at=Now())
+    # A later job of the same queue: once it is done, the old worker has claimed past
+    # the older row (claims go in priority, then age order).
+    later = touch.enqueue(key="later", tenant="t")
+    wait_for(lambda: state_of(later.id)[0] == "done")
+    assert [e[2] for e in events("later")] == [old.pid]
+    assert state_of(pending.id) == ("ready", 0)
+    assert events("next") == []
+
+    monkeypatch.setenv("UJ_TEST_NEXT_DEPLOY", "1")
+    new = start_worker("--concurrency", "2")
+    wait_for(lambda: state_of(pending.id)[0] == "done")
+    assert state_of(pending.id) == ("done", 1)
+    assert events("next") == [("ran-next-deploy", 1, new.pid)]

@@ -130,6 +130,7 @@ def running(job_id: Any) -> None:
         worker_id="browser-test-worker",
         lease_seconds=600.0,
         dropped=[],
+        names=None,
         now=None,
         **claim_parameters(registry),
     )

@@ -27,6 +27,7 @@ def claim(db, limit):
         worker_id="w",
         lease_seconds=30.0,
         dropped=[],
+        names=None,
         now=None,
         **claim_parameters(registry),
     )

@@ -81,6 +81,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_commit_its_writes(
                         "worker_id": "other",
                         "lease_seconds": 30.0,
                         "dropped": [],
+                        "names": None,
                         "now": jobs.travel(hours=1),  # the lease has lapsed
                         **claim_parameters(registry),
                     },
@@ -132,6 +133,7 @@ def test_an_open_checkpoint_holds_off_a_takeover_but_not_the_heartbeat(
                     "worker_id": "other",
                     "lease_seconds": 30.0,
                     "dropped": [],
+                    "names": None,
                     "now": jobs.now() + timedelta(hours=1),
                     **claim_parameters(registry),
                 },

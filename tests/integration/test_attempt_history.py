@@ -46,6 +46,7 @@ def claim(now, worker, lease=5.0):
         worker_id=worker,
         lease_seconds=lease,
         dropped=[],
+        names=None,
         now=now,
         **claim_parameters(registry),
     )
@@ -110,6 +111,42 @@ def test_a_lapsed_attempt_is_recorded_by_the_claim_that_takes_the_row_over(jobs)
         (2, "completed", "w-2"),
     ]
     assert attempts[0]["error"] == "LEASE_LAPSED"
+
+
+def test_a_lapsed_attempt_is_recorded_by_the_staging_pass_of_a_plain_claim(jobs):
+    """P6 with the plain claim (W5): job_stage makes the lapsed row ready again and
+    keeps the attempt that died; the next claim does not record it twice."""
+    answer = touch.enqueue(key="lapsed-plain", tenant="t")
+
+    def plain(now, worker):
+        return DB.run(
+            QUERIES["job_claim_plain"],
+            queues=["default"],
+            limit=10,
+            worker_id=worker,
+            lease_seconds=5.0,
+            now=now,
+            names=[touch.name],
+        )
+
+    plain(jobs.now(), "w-dead")
+    later = jobs.now() + timedelta(seconds=6)
+    [staged] = DB.run(
+        QUERIES["job_stage"],
+        queues=["default"],
+        limit=10,
+        dropped=[],
+        now=later,
+        names=[touch.name],
+    )
+    assert staged["staged"] == 1
+    [second] = plain(later, "w-2")
+    assert Settler(DB).complete(second) is True
+    attempts = show(answer.id)["attempts"]
+    assert [(a["attempt"], a["outcome"], a["worker_id"]) for a in attempts] == [
+        (1, "lapsed", "w-dead"),
+        (2, "completed", "w-2"),
+    ]
 
 
 def test_an_attempt_abandoned_at_the_drain_deadline_is_recorded(jobs):

@@ -26,6 +26,7 @@ def claim(limit=10, queues=("default",), now=None, lease=30.0, worker="w-test"):
         worker_id=worker,
         lease_seconds=lease,
         dropped=[],
+        names=None,
         now=now,
         **claim_parameters(registry),
     )

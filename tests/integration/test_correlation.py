@@ -27,7 +27,7 @@ def log_lines():
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.DEBUG)  # an attempt's own lines are DEBUG (N2)
     yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
     root.removeHandler(handler)
     root.setLevel(level)

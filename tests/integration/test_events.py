@@ -197,6 +197,7 @@ def test_a_publication_racing_the_suspension_makes_the_job_due_at_once(jobs):
         worker_id="w",
         lease_seconds=30,
         dropped=[],
+        names=None,
         now=jobs.now(),
         **claim_parameters(registry),
     )
@@ -249,6 +250,7 @@ def test_a_suspension_committing_while_a_publication_runs_is_woken(
         worker_id="w",
         lease_seconds=30,
         dropped=[],
+        names=None,
         now=None,
         **claim_parameters(registry),
     )

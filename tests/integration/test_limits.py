@@ -44,6 +44,7 @@ def claim(jobs, limit=10, at=timedelta(0), lease=30.0, **rooms):
         worker_id="w-test",
         lease_seconds=lease,
         dropped=[],
+        names=None,
         now=jobs.now() + at,
         **params,
     )
@@ -226,6 +227,7 @@ def test_two_claims_racing_for_one_free_slot_take_it_once(second_connection, sta
         "worker_id": "w-2",
         "lease_seconds": 30.0,
         "dropped": [],
+        "names": None,
         "now": None,
         **claim_parameters(registry),
     }

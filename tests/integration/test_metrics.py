@@ -53,6 +53,7 @@ def test_queue_gauges_come_from_one_grouped_statement_at_scrape_time(
         worker_id="w",
         lease_seconds=30.0,
         dropped=[],
+        names=None,
         now=None,
         **claim_parameters(registry),
     )

@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -39,6 +40,7 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
                 "worker_id": "w",
                 "lease_seconds": 30.0,
                 "dropped": [],
+                "names": None,
                 "now": None,
                 **claim_parameters(registry),
             },
@@ -46,6 +48,41 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "ultimate_jobs_job_ready" in plan
     assert "Seq Scan on ultimate_jobs_job" not in plan
+
+
+@pytest.mark.django_db
+def test_the_plain_claim_and_the_staging_pass_use_partial_indexes():
+    """W2, W5: on a large table the plain claim walks the ready index and the staging
+    pass the delayed and running ones; neither scans the table."""
+    noop.enqueue_many([{"key": str(i)} for i in range(20_000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE ultimate_jobs_job")
+        cursor.execute(
+            "EXPLAIN " + sql.QUERIES["job_claim_plain"].text,
+            {
+                "queues": ["default"],
+                "limit": 10,
+                "worker_id": "w",
+                "lease_seconds": 30.0,
+                "names": [noop.name],
+                "now": None,
+            },
+        )
+        claim = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "EXPLAIN " + sql.QUERIES["job_stage"].text,
+            {
+                "queues": ["default"],
+                "limit": 500,
+                "dropped": [],
+                "names": [noop.name],
+                "now": None,
+            },
+        )
+        stage = "\n".join(row[0] for row in cursor.fetchall())
+    assert "ultimate_jobs_job_ready" in claim
+    assert "Seq Scan on ultimate_jobs_job" not in claim
+    assert "Seq Scan on ultimate_jobs_job" not in stage
 
 
 @pytest.mark.django_db
@@ -128,6 +165,41 @@ def test_a_statement_runs_only_with_exactly_its_parameters(door):
         db.close()
 
 
+@pytest.mark.django_db
+def test_the_worker_connection_reads_timestamps_with_psycopg_loader_as_django_does():
+    """N3 (issue 13): the worker's own connection reads timestamptz with psycopg's
+    loader (C when installed), not Django's Python one, and answers the same aware
+    datetimes Django's connection does; jsonb still arrives as text."""
+    from datetime import UTC
+
+    from django.db import connection
+
+    from ultimate_jobs.db import DirectDatabase
+
+    statement = (
+        "SELECT '2024-06-01 12:00:00.123456+02'::timestamptz AS at,"
+        " '{\"a\": 1}'::jsonb AS doc"
+    )
+    db = DirectDatabase("default")
+    try:
+        conn = db.connect()
+        loader = conn.adapters.get_loader(
+            conn.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
+        )
+        assert loader is not None
+        assert not loader.__module__.startswith("django")
+        direct = conn.execute(statement).fetchone()
+    finally:
+        db.close()
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+        django_row = cursor.fetchone()
+    assert direct == django_row
+    assert direct[0] == datetime(2024, 6, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    assert direct[0].utcoffset() == django_row[0].utcoffset()
+    assert direct[1] == '{"a": 1}'
+
+
 # PostgreSQL type -> the Python type a typed row declares for it (sql/rows.py).
 _PG_TO_PY = {
     "bool": bool,
@@ -185,7 +257,7 @@ def test_each_typed_row_is_what_its_statement_answers(name):
 
 def test_the_hot_statements_are_typed():
     hot = {
-        "job_claim", "job_heartbeat", "job_complete", "job_retry", "job_bury",
+        "job_claim", "job_claim_plain", "job_stage", "job_heartbeat", "job_complete", "job_retry", "job_bury",
         "job_release", "job_enqueue", "job_holders", "outbox_stage", "outbox_claim",
         "outbox_mark_published", "outbox_release", "leader_acquire", "leader_release",
         "scheduler_sync", "scheduler_fire", "schedule_list",

@@ -368,3 +368,7 @@ def exits(run: Run, key: str, how: str) -> None:
     if how == "system-exit":
         raise SystemExit(f"{key} exits")
     raise KeyboardInterrupt(f"{key} interrupts")
+
+
+if os.environ.get("UJ_TEST_NEXT_DEPLOY") == "1":  # a worker of the next deploy
+    from . import next_deploy_jobs  # noqa: F401

@@ -3,7 +3,11 @@
 Threads, each with its own database connection (``DirectDatabase``):
 
 * the claim loop (the caller's thread): one statement takes at most as many rows as
-  there are free slots (W2), so a backlog never becomes an unbounded fan-out. It sleeps
+  there are free slots (W2), so a backlog never becomes an unbounded fan-out: the plain
+  claim for declared jobs without a fleet cap, the limited claim for capped ones (or
+  all, under a budget), and only names this deploy declares. Due delayed rows and
+  lapsed leases reach 'ready' through a staging pass (W5) at most once per poll
+  interval and at every wake; while idle that pass is the one statement of a poll. It sleeps
   on an event that a finishing job sets when the worker was full (a slot coming free
   claims at once) and that the poll interval times out; while idle the interval
   doubles up to IDLE_POLL_MAX.
@@ -37,6 +41,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, cast
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DatabasePool, DirectDatabase
@@ -45,7 +50,7 @@ from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.limits.budgets import Budget, Limits
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.caps import claim_parameters, fleet_caps
 from ultimate_jobs.limits.slots import release_slots
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.acks import Acks
@@ -57,13 +62,26 @@ from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
-from ultimate_jobs.sql import QUERIES
-from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_HEARTBEAT, ClaimedJob, Heartbeat
+from ultimate_jobs.sql import QUERIES, Query
+from ultimate_jobs.sql.rows import (
+    JOB_CLAIM,
+    JOB_CLAIM_PLAIN,
+    JOB_HEARTBEAT,
+    JOB_STAGE,
+    ClaimedJob,
+    Heartbeat,
+    Staged,
+)
 
 logger = logging.getLogger(__name__)
 
 # While saturated, how long a freed slot waits for others before the claim (seconds).
 GATHER = 0.002
+# After a claim that left slots free, when to look again for rows whose wake N1's
+# throttle held back (seconds): bounds such a row's wait to this, not a poll.
+RELOOK = 0.02
+# The most rows one staging pass (job_stage) makes ready; a full pass stages again.
+STAGE_BATCH = 500
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
 # At exit, how long the handler threads get to finish their last writes before the
 # pool they share closes (seconds).
@@ -141,7 +159,24 @@ class Worker:
         self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._saturated = False
         self._claims_left = max_jobs
-        self._timer = WakeTimer(self.wake)  # retries and sleeps due within a minute
+        self._timer = WakeTimer(
+            self._wake_to_stage
+        )  # retries/sleeps due within a minute
+        # The plain claim (job_claim_plain) serves the declared names without a fleet
+        # cap; the limited claim (job_claim) the capped ones, and every name once a
+        # budget is set (L1-L3). Due delayed rows and lapsed leases reach 'ready'
+        # through a staging pass at most once per poll interval, or when a local
+        # timer says a row came due.
+        capped = set(fleet_caps(jobs)["cap_names"])
+        names = sorted(handle.name for handle in jobs)
+        if self.budget.limits.bounded:
+            capped = set(names)
+        self._plain_names = [name for name in names if name not in capped]
+        self._limited_names = [name for name in names if name in capped]
+        self._names = names
+        self._dropped = [h.name for h in jobs if not h.definition.dead_letter]
+        self._staged_at = float("-inf")
+        self._stage_now = False
         self._acks: Acks | None = None  # batched completions (N3), made in run()
         self.lifecycle.on_stop(self._on_stop)
         self.lifecycle.on_abandon(self._on_abandon)
@@ -221,7 +256,14 @@ class Worker:
 
     def _on_notification(self, queue: str) -> None:
         if queue in self.queues:
+            # A wake may be for a row not ready yet (a resumed wait, a promotion): the
+            # staging pass runs first; it also says whether the claim has work (N1).
+            self._stage_now = True
             self.wake()
+
+    def _wake_to_stage(self) -> None:
+        self._stage_now = True
+        self.wake()
 
     def idle_ceiling(self) -> float:
         """The idle poll ceiling: longer once the LISTEN wake is proven (N1)."""
@@ -240,14 +282,16 @@ class Worker:
         idle = poll
         failures = 0
         gather = min(GATHER, poll)
+        slots = self.concurrency
         while not self.lifecycle.stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._wait(poll)
                 continue
-            if self._saturated and free < max(2, self.concurrency // 4):
+            if self._saturated and free < min(max(2, self.concurrency // 4), slots):
                 # Busy: let a few more slots come free so one claim fills them (N3),
-                # rather than one claim statement per finished job.
+                # rather than one claim statement per finished job. With one slot no
+                # other can come free: waiting would only stall every claim.
                 self.lifecycle.wait(gather)
                 free = self._free_slots()
             try:
@@ -273,7 +317,11 @@ class Worker:
             if claimed:
                 idle = poll
                 if not self._saturated:
-                    self._wait(poll)
+                    # N1's enqueue throttle keeps a queue's wake silent while a row of
+                    # it is still ready: a row committed while this claim ran may be
+                    # announced by nobody. One staging pass RELOOK later finds it.
+                    self._stage_now = True
+                    self._wait(min(RELOOK, poll))
             else:
                 self._wait(min(idle, self.budget.retry_in() or idle))
                 idle = min(idle * 2, self.idle_ceiling())
@@ -298,20 +346,25 @@ class Worker:
         with self._lock:
             held = self._held_rows()
         started = time.monotonic()
-        dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
-        rows = db.run(
-            JOB_CLAIM,
-            queues=self.queues,
-            limit=limit,
-            worker_id=self.worker_id,
-            lease_seconds=self.settings.LEASE,
-            dropped=dropped,
-            now=None,
-            **claim_parameters(self.jobs, self.budget, queues=self.queues, held=held),
-        )
+        if not self._staged_or_due(db):
+            return 0  # nothing due, nothing ready: the idle poll was one statement
+        rows = self._claim_plain(db, limit)
+        if self._limited_names and len(rows) < limit:
+            rows += self._claimed_rows(
+                db,
+                JOB_CLAIM,
+                queues=self.queues,
+                limit=limit - len(rows),
+                worker_id=self.worker_id,
+                lease_seconds=self.settings.LEASE,
+                dropped=self._dropped,
+                names=self._limited_names,
+                now=None,
+                **claim_parameters(
+                    self.jobs, self.budget, queues=self.queues, held=held
+                ),
+            )
         metrics.claim_finished(time.monotonic() - started)
-        if db.unreadable:  # B4: rows Python cannot read are settled, never retried
-            bury_unreadable(Settler(db), db.unreadable, dropped=dropped)
         claimed = 0
         for row in rows:
             if row["buried"]:
@@ -332,6 +385,64 @@ class Worker:
         if self._claims_left is not None:
             self._claims_left -= claimed
         return claimed
+
+    def _staged_or_due(self, db: DirectDatabase) -> bool:
+        """Run the staging pass when it is due; answer whether a claim may find work.
+        An idle poll is one statement (the pass says whether ready work waits) and a
+        busy worker stages once per poll interval (W2, W5)."""
+        now = time.monotonic()
+        if not self._stage_now and now - self._staged_at < self.settings.POLL_INTERVAL:
+            return True
+        self._stage_now = False
+        self._staged_at = now
+        staged, ready = self._stage(db)
+        if staged >= STAGE_BATCH:
+            self._stage_now = True  # more are due: stage again next round
+        return bool(staged or ready)
+
+    def _claim_plain(self, db: DirectDatabase, limit: int) -> list[ClaimedJob]:
+        if not self._plain_names:
+            return []
+        return self._claimed_rows(
+            db,
+            JOB_CLAIM_PLAIN,
+            queues=self.queues,
+            limit=limit,
+            worker_id=self.worker_id,
+            lease_seconds=self.settings.LEASE,
+            names=self._plain_names,
+            now=None,
+        )
+
+    def _claimed_rows(
+        self, db: DirectDatabase, query: Query[ClaimedJob], **params: Any
+    ) -> list[ClaimedJob]:
+        """One claim statement's rows; those Python cannot read are settled at once,
+        never retried (B4), before the next statement on ``db`` forgets them."""
+        rows = db.run(query, **params)
+        if db.unreadable:
+            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
+        return rows
+
+    def _stage(self, db: DirectDatabase) -> tuple[int, bool]:
+        """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
+        lapsed final attempts buried and announced (W5)."""
+        rows = db.run(
+            JOB_STAGE,
+            queues=self.queues,
+            limit=STAGE_BATCH,
+            dropped=self._dropped,
+            names=self._names,
+            now=None,
+        )
+        if db.unreadable:
+            bury_unreadable(Settler(db), db.unreadable, dropped=self._dropped)
+        if not rows:
+            return 0, False
+        for row in rows:
+            if row["id"] is not None:
+                self._announce_exhausted(_buried(row))
+        return rows[0]["staged"], rows[0]["ready"]
 
     def _announce_exhausted(self, row: ClaimedJob) -> None:
         """W5: a lapsed lease on the final attempt was buried by the claim itself."""
@@ -631,3 +742,11 @@ class Worker:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         return thread
+
+
+def _buried(row: Staged) -> ClaimedJob:
+    """A row job_stage buried, in the shape announcements take."""
+    fields = {k: v for k, v in row.items() if k not in ("staged", "ready")}
+    return cast(
+        ClaimedJob, {"buried": True, "refused": False, **fields, "lease_key": None}
+    )

@@ -146,7 +146,10 @@ SELECT wanted.ord, holder.id, holder.run_id
        ) AS holder;
 
 -- name: job_claim :many
--- Claim up to `limit` jobs for one worker across its queues and start their lease (W2).
+-- Claim up to `limit` jobs for one worker across its queues and start their lease (W2):
+-- the claim of a worker that serves a job with a limit or runs under a budget (others
+-- use job_claim_plain). Only the declared `names` are taken (NULL: any name, for the
+-- testing runner, which settles an unknown name X_UNKNOWN_JOB).
 -- Candidates are due 'ready' rows in priority order, 'delayed'/'suspended' rows whose
 -- run_at passed, and 'running' rows whose lease lapsed (W5, the worker died). Paused
 -- queues are skipped (L4). SKIP LOCKED lets many workers claim at once; MATERIALIZED
@@ -233,6 +236,7 @@ ready AS MATERIALIZED (
                 WHERE job.state = 'ready'
                   AND job.queue = served.queue
                   AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
                   AND NOT ('job:' || job.name) = ANY(blocked.keys)
                   AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
                   AND NOT coalesce(job.tenant_id = ANY(blocked.tenants), false)
@@ -253,6 +257,7 @@ woken AS MATERIALIZED (
                 WHERE job.state IN ('delayed', 'suspended')
                   AND job.queue = served.queue
                   AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
                   AND NOT ('job:' || job.name) = ANY(blocked.keys)
                   AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
                   AND NOT coalesce(job.tenant_id = ANY(blocked.tenants), false)
@@ -271,7 +276,8 @@ lapsed AS MATERIALIZED (
        AND job.queue IN (SELECT served.queue FROM served)
        -- A final attempt is buried whatever the limits: it takes no slot.
        AND (job.attempt >= job.max_attempts
-            OR NOT (('job:' || job.name) = ANY(blocked.keys)
+            OR (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
+               AND NOT (('job:' || job.name) = ANY(blocked.keys)
                     OR coalesce(job.concurrency_key = ANY(blocked.keys), false)
                     OR coalesce(job.tenant_id = ANY(blocked.tenants), false)))
      ORDER BY job.lease_expires_at
@@ -509,6 +515,184 @@ SELECT answer.buried, answer.refused, answer.id, answer.run_id, answer.name,
        ) AS answer
   LEFT JOIN picked ON picked.id = answer.id
  ORDER BY picked.position NULLS LAST;
+
+-- name: job_claim_plain :many
+-- Claim up to `limit` due 'ready' jobs for one worker across its queues and start their
+-- lease (W2): the claim of a worker none of whose served jobs declares a limit and that
+-- has no budget (L1-L3 need job_claim). Rows of paused queues are skipped (L4), and
+-- only the job names this worker declares (`names`) are taken: a name from another
+-- deploy stays ready, its attempts untouched, for a worker that knows it. The per-queue
+-- LATERAL walks each queue's partial ready index in priority order; SKIP LOCKED lets
+-- many workers claim at once; MATERIALIZED draws each row's claim token once. Every
+-- later write is fenced on that token (W3). Due delayed rows and lapsed leases reach
+-- 'ready' through job_stage, on its own cadence, not in every claim.
+-- Rows come back in claim order (priority, then age).
+WITH picked AS MATERIALIZED (
+    SELECT candidate.id, gen_random_uuid() AS token,
+           row_number() OVER (
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS position
+      FROM (
+            SELECT q.queue
+              FROM unnest(%(queues)s::text[]) AS q(queue)
+             WHERE NOT EXISTS (
+                       SELECT 1
+                         FROM ultimate_jobs_queue_pause AS pause
+                        WHERE pause.queue = q.queue
+                   )
+           ) AS served
+     CROSS JOIN LATERAL (
+               SELECT job.id, job.priority, job.run_at
+                 FROM ultimate_jobs_job AS job
+                WHERE job.state = 'ready'
+                  AND job.queue = served.queue
+                  AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND job.name = ANY(%(names)s::text[])
+                ORDER BY job.priority DESC, job.run_at, job.id
+                LIMIT %(limit)s::integer
+                  FOR UPDATE SKIP LOCKED
+           ) AS candidate
+     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+     LIMIT %(limit)s::integer
+),
+claimed AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'running',
+           attempt = job.attempt + 1,
+           lease_owner = picked.token,
+           lease_expires_at = coalesce(%(now)s::timestamptz, now())
+                              + make_interval(secs => %(lease_seconds)s::double precision),
+           started_at = coalesce(%(now)s::timestamptz, now()),
+           worker_id = %(worker_id)s::text
+      FROM picked
+     WHERE job.id = picked.id
+    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
+              job.input, job.tenant_id, job.idempotency_key, job.attempt,
+              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
+              job.created_at, job.started_at, picked.position
+)
+SELECT false AS buried, false AS refused, claimed.id, claimed.run_id, claimed.name,
+       claimed.queue, claimed.priority, claimed.state, claimed.input, claimed.tenant_id,
+       claimed.idempotency_key, claimed.attempt, claimed.max_attempts,
+       claimed.lease_owner, claimed.correlation_id, claimed.enqueued_by,
+       claimed.created_at, claimed.started_at, NULL::text AS lease_key
+  FROM claimed
+ ORDER BY claimed.position;
+
+-- name: job_stage :many
+-- Move the rows time made claimable to 'ready', apart from the claim, on the worker's
+-- poll cadence (job_claim_plain reads 'ready' rows only): due 'delayed'/'suspended'
+-- rows of the served queues (S3, retries, sleeps), and 'running' rows whose lease
+-- lapsed (W5, the worker died). A lapsed row keeps its counted attempt and loses its
+-- token, so the dead holder's late writes are fenced out (W3), and the attempt that died
+-- goes to the attempt history (P6); one already at its final
+-- attempt is settled dead here (failed for a `dropped` name) with
+-- LEASE_LAPSED_FINAL_ATTEMPT, never handed out again, and returned for the worker to
+-- announce. SKIP LOCKED: a row another session holds is left to the next pass.
+-- Always answers at least one row: `staged` (rows made ready) and `ready` (whether a
+-- due ready row of a declared name waits in a served queue, so an idle poll claims
+-- only when there is work); the buried rows, if any, ride along with it (id NULL when
+-- there are none).
+WITH due AS MATERIALIZED (
+    SELECT job.id
+      FROM ultimate_jobs_job AS job
+     WHERE job.state IN ('delayed', 'suspended')
+       AND job.queue = ANY(%(queues)s::text[])
+       AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+     ORDER BY job.run_at
+     LIMIT %(limit)s::integer
+       FOR UPDATE SKIP LOCKED
+),
+lapsed AS MATERIALIZED (
+    SELECT job.id, job.attempt >= job.max_attempts AS exhausted
+      FROM ultimate_jobs_job AS job
+     WHERE job.state = 'running'
+       AND job.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+       AND job.queue = ANY(%(queues)s::text[])
+     ORDER BY job.lease_expires_at
+     LIMIT %(limit)s::integer
+       FOR UPDATE SKIP LOCKED
+),
+woken AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = 'ready',
+           lease_owner = NULL,
+           lease_expires_at = NULL
+      FROM (
+            SELECT due.id FROM due
+             UNION ALL
+            SELECT lapsed.id FROM lapsed WHERE NOT lapsed.exhausted
+           ) AS moved
+     WHERE job.id = moved.id
+    RETURNING job.id
+),
+buried AS (
+    UPDATE ultimate_jobs_job AS job
+       SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
+           finished_at = coalesce(%(now)s::timestamptz, now()),
+           lease_owner = NULL,
+           lease_expires_at = NULL,
+           last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
+           error_code = '',
+           stop_reason = 'attempts-exhausted'
+      FROM lapsed
+     WHERE job.id = lapsed.id
+       AND lapsed.exhausted
+    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
+              job.input, job.tenant_id, job.idempotency_key, job.attempt,
+              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
+              job.created_at, job.started_at
+),
+lapsed_kept AS (
+    -- P6: a lapsed row made ready again keeps the attempt that died, as the limited
+    -- claim does for the rows it takes over. Every part of one statement reads the same
+    -- snapshot, so `before` is the row as it was.
+    INSERT INTO ultimate_jobs_attempt
+           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
+    SELECT before.id, before.run_id, before.attempt, before.worker_id,
+           before.started_at, before.lease_expires_at, 'lapsed', 'LEASE_LAPSED'
+      FROM lapsed
+      JOIN ultimate_jobs_job AS before ON before.id = lapsed.id
+     WHERE NOT lapsed.exhausted
+),
+counted AS (
+    -- P5: a burial counts dead (or failed), with no duration.
+    INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
+    SELECT buried.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+           count(*) FILTER (WHERE buried.state = 'failed'),
+           count(*) FILTER (WHERE buried.state = 'dead')
+      FROM buried
+     GROUP BY buried.name
+     ORDER BY buried.name
+        ON CONFLICT (name, tier, bucket) DO UPDATE
+       SET failed = counter.failed + excluded.failed,
+           dead = counter.dead + excluded.dead
+    RETURNING counter.name
+),
+summary AS (
+    SELECT (SELECT count(*) FROM woken)::integer AS staged,
+           EXISTS (
+               -- The claim's own walk of the ready index, one row deep per queue.
+               SELECT 1
+                 FROM unnest(%(queues)s::text[]) AS served(queue)
+                CROSS JOIN LATERAL (
+                          SELECT job.id
+                            FROM ultimate_jobs_job AS job
+                           WHERE job.state = 'ready'
+                             AND job.queue = served.queue
+                             AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                             AND job.name = ANY(%(names)s::text[])
+                           ORDER BY job.priority DESC, job.run_at, job.id
+                           LIMIT 1
+                      ) AS waiting
+           ) AS ready
+)
+SELECT summary.staged, summary.ready, buried.id, buried.run_id, buried.name,
+       buried.queue, buried.priority, buried.state, buried.input, buried.tenant_id,
+       buried.idempotency_key, buried.attempt, buried.max_attempts, buried.lease_owner,
+       buried.correlation_id, buried.enqueued_by, buried.created_at, buried.started_at
+  FROM summary
+  LEFT JOIN buried ON true;
 
 -- name: job_heartbeat :many
 -- Renew the lease of every job this worker holds, in one statement (W4).

@@ -57,6 +57,30 @@ class ClaimedJob(TypedDict):
     lease_key: str | None  # the slot key of a capped job (L1, L2)
 
 
+class Staged(TypedDict):
+    """A row ``job_stage`` answers: what the pass did, and one row it buried (W5) or
+    NULLs when it buried none."""
+
+    staged: int  # rows made ready: due delayed/suspended, lapsed leases
+    ready: bool  # a due ready row of a declared name waits in a served queue
+    id: uuid.UUID | None
+    run_id: uuid.UUID | None
+    name: str | None
+    queue: str | None
+    priority: int | None
+    state: str | None
+    input: Json | None
+    tenant_id: str | None
+    idempotency_key: str | None
+    attempt: int | None
+    max_attempts: int | None
+    lease_owner: uuid.UUID | None
+    correlation_id: str | None
+    enqueued_by: str | None
+    created_at: datetime | None
+    started_at: datetime | None
+
+
 class Fence(TypedDict):
     """What a fenced write of a run matches on (W3): its id and its claim token.
     A ClaimedJob is one."""
@@ -88,6 +112,8 @@ class Retried(TypedDict):
 
 
 JOB_CLAIM = typed("job_claim", ClaimedJob)
+JOB_CLAIM_PLAIN = typed("job_claim_plain", ClaimedJob)
+JOB_STAGE = typed("job_stage", Staged)
 JOB_HEARTBEAT = typed("job_heartbeat", Heartbeat)
 JOB_COMPLETE = typed("job_complete", JobId)
 JOB_RETRY = typed("job_retry", Retried)

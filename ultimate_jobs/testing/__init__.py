@@ -157,6 +157,7 @@ class JobsTestRunner:
                 worker_id="testing",
                 lease_seconds=get_settings().LEASE,
                 dropped=dropped,
+                names=None,  # any name: an unknown one is settled X_UNKNOWN_JOB
                 now=self.clock.now(),
                 **claim_parameters(self.jobs),  # fleet caps (L1, L2)
             )
