@@ -93,14 +93,27 @@ def inserted_by(process: WorkerProcess) -> int:
 
 
 def publish_blocked(relay_id: str) -> bool:
-    """The relay's publish was sent and waits on the lock held by lock_jobs_table."""
+    """The relay's publish (job_enqueue's INSERT) was sent and waits on the lock held by
+    lock_jobs_table."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity"
-            " WHERE application_name LIKE %s AND wait_event_type = 'Lock'",
-            [f"ultimate_jobs relay {relay_id}%"],
+            " WHERE application_name LIKE %s AND wait_event_type = 'Lock'"
+            " AND query LIKE %s",
+            [f"ultimate_jobs relay {relay_id}%", "%INSERT INTO ultimate_jobs_job%"],
         )
         return cursor.fetchone()[0] == 1
+
+
+def relay_sessions(relay_id: str) -> list[Any]:
+    """What the relay's server sessions are doing, for a failure's message."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT state, wait_event_type, wait_event, left(query, 80)"
+            " FROM pg_stat_activity WHERE application_name LIKE %s",
+            [f"ultimate_jobs relay {relay_id}%"],
+        )
+        return cursor.fetchall()
 
 
 def backend_gone(application_name: str) -> bool:
@@ -281,7 +294,11 @@ def test_a_relay_killed_mid_batch_loses_nothing_and_doubles_nothing(
     else:
         doomed.signal(signal.SIGSTOP)
         lock_jobs_table()
-        wait_for(lambda: Job.objects.count() == 100, message="its publish landed")
+        try:
+            wait_for(lambda: Job.objects.count() == 100, message="its publish landed")
+        except AssertionError as failure:
+            sessions = relay_sessions("doomed")
+            raise AssertionError(f"{failure}; sessions: {sessions}") from failure
         doomed.kill()
     wait_for(lambda: backend_gone("ultimate_jobs relay doomed"))
     published_unmarked = Job.objects.count()
