@@ -34,6 +34,7 @@ from ultimate_jobs.exceptions import (
     JobTenantRequired,
 )
 from ultimate_jobs.limits.slots import keyed_lease_key
+from ultimate_jobs.sql import arrays
 
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle
@@ -237,8 +238,24 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
 
 
 def array_params(rows: list[Row]) -> dict[str, Any]:
-    """The rows as one array per field (H3: a fixed parameter count for any batch)."""
-    return {name: [getattr(row, name) for row in rows] for name in FIELDS}
+    """The rows as one array per field (H3: a fixed parameter count for any batch),
+    each packed in PostgreSQL's binary array format (sql/arrays.py)."""
+    return {
+        "id": arrays.uuids([row.id for row in rows]),
+        "run_id": arrays.uuids([row.run_id for row in rows]),
+        "name": arrays.texts([row.name for row in rows]),
+        "queue": arrays.texts([row.queue for row in rows]),
+        "priority": arrays.smallints([row.priority for row in rows]),
+        "input": arrays.jsonbs([row.input for row in rows]),
+        "tenant_id": arrays.texts([row.tenant_id for row in rows]),
+        "idempotency_key": arrays.unique_texts([row.idempotency_key for row in rows]),
+        "max_attempts": arrays.integers([row.max_attempts for row in rows]),
+        "run_at": arrays.timestamps([row.run_at for row in rows]),
+        "delay": arrays.doubles([row.delay for row in rows]),
+        "correlation_id": arrays.texts([row.correlation_id for row in rows]),
+        "enqueued_by": arrays.texts([row.enqueued_by for row in rows]),
+        "concurrency_key": arrays.texts([row.concurrency_key for row in rows]),
+    }
 
 
 def holder_params(rows: list[Row]) -> dict[str, Any]:
