@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
@@ -93,6 +93,16 @@ def test_the_server_reads_every_column_back_as_the_rows_hold_it(logged):
                 expected, got = json.loads(expected), json.loads(str(got))
             assert got == expected, name
     assert answered[0]["due"] == rows[0].run_at
+
+
+@pytest.mark.django_db
+def test_an_instant_in_any_offset_python_allows_is_read_as_the_same_instant():
+    """PostgreSQL reads no UTC offset past 15:59; Python allows up to 24 h."""
+    far = timezone(timedelta(hours=23, minutes=59, seconds=30))
+    at = datetime(2031, 1, 1, 0, 0, 1, 5, tzinfo=far)
+    row = _rows()[0]._replace(run_at=at)
+    [back] = DjangoDatabase("default").run(_echo(), now=None, **array_params([row]))
+    assert back["run_at"] == at
 
 
 def test_an_empty_array_and_a_column_of_nulls_pack():

@@ -135,9 +135,16 @@ def doubles(values: Sequence[float | None]) -> BinaryArray:
 
 
 def timestamps(values: Sequence[datetime.datetime | None]) -> BinaryArray:
-    """Instants as a text[] of ISO 8601 texts, for a ``::timestamptz[]`` cast: a naive
-    one is read in the session's time zone, as a ``timestamp`` parameter would be."""
-    return _pack(TEXT, values, lambda value: _text_chunk(value.isoformat()))
+    """Instants as a text[] of ISO 8601 texts, for a ``::timestamptz[]`` cast. An aware
+    one is written in UTC (PostgreSQL reads no offset past 15:59, Python allows 24 h);
+    a naive one is read in the session's time zone, as a ``timestamp`` parameter is."""
+    return _pack(TEXT, values, lambda value: _text_chunk(_iso(value)))
+
+
+def _iso(value: datetime.datetime) -> str:
+    if value.tzinfo is not None and value.utcoffset() is not None:
+        value = value.astimezone(datetime.UTC)
+    return value.isoformat()
 
 
 class BinaryArrayDumper(adapt.Dumper):
