@@ -111,3 +111,8 @@ def test_an_empty_array_and_a_column_of_nulls_pack():
     assert packed.data[4:8] == b"\x00\x00\x00\x01"  # has-null flag
     assert packed.values == [None, None]
     assert arrays.plain({"a": packed, "b": 1}) == {"a": [None, None], "b": 1}
+    ids = [uuid.uuid4(), None]
+    with_null = arrays.uuids(ids)
+    assert with_null.data[4:8] == b"\x00\x00\x00\x01"
+    assert with_null.data.endswith(b"\xff\xff\xff\xff")  # the NULL, last
+    assert ids[0] is not None and ids[0].bytes in with_null.data

@@ -82,11 +82,15 @@ def _text_chunk(value: str) -> bytes:
 
 
 def uuids(values: Sequence[uuid.UUID | None]) -> BinaryArray:
-    """A uuid[]; each id is distinct, so no memo."""
-    if not values or None in values:
-        return _pack(UUID, values, lambda value: _UUID_CHUNK + value.bytes)
+    """A uuid[]; each id is distinct, so no memo. (A NULL is looked for only when
+    one is met: ``None in values`` would call UUID.__eq__, in Python, per element.)"""
     present = cast(Sequence[uuid.UUID], values)
-    body = b"".join([_UUID_CHUNK + value.bytes for value in present])
+    try:
+        body = b"".join([_UUID_CHUNK + value.bytes for value in present])
+    except AttributeError:  # a None among them
+        body = b""
+    if not values or not body:
+        return _pack(UUID, values, lambda value: _UUID_CHUNK + value.bytes)
     header = _HEADER.pack(1, 0, UUID[0], len(values), 1)
     return BinaryArray(UUID[1], header + body, values)
 
