@@ -38,7 +38,7 @@ from psycopg.rows import dict_row
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.exceptions import QueryError, UnsupportedDatabase
-from ultimate_jobs.sql import Query
+from ultimate_jobs.sql import Query, arrays
 
 Row = dict[str, Any]
 R = TypeVar("R")
@@ -184,7 +184,7 @@ class DjangoDatabase:
         try:
             if wrapper.queries_logged or not _prepared_statements():
                 with wrapper.cursor() as cursor:
-                    cursor.execute(query.text, params)
+                    cursor.execute(query.text, arrays.plain(params))
                     return _rows(query, cursor, self.unreadable)
             with wrapper.wrap_database_errors:
                 wrapper.ensure_connection()
@@ -195,6 +195,7 @@ class DjangoDatabase:
                     # this deployment has none. Django's own (client-side) cursor never
                     # prepares, so this reaches only the named statements.
                     raw.prepare_threshold = 5
+                arrays.register(raw.adapters)
                 with psycopg.RawCursor(raw, row_factory=dict_row) as cursor:
                     cursor.execute(query.native, query.positional(params), prepare=True)
                     return _dict_rows(query, cursor, self.unreadable)
@@ -250,6 +251,7 @@ class DirectDatabase:
                 self._conn = psycopg.Connection.connect(
                     autocommit=True, **self.connection_params()
                 )
+                arrays.register(self._conn.adapters)
             except psycopg.Error as exc:
                 raise QueryError("connect", exc) from exc
         return self._conn

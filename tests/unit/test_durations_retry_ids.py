@@ -152,3 +152,22 @@ def test_uuid7s_answers_a_batch_that_continues_the_order_of_single_ids():
     assert len(set(batch)) == 10_000
     assert [before, *batch, after] == sorted([before, *batch, after])
     assert {(u.version, u.variant) for u in batch} == {(7, uuid.RFC_4122)}
+
+
+def test_uuid7s_ids_are_ordinary_uuids_stamped_with_the_clock():
+    """The ids are built without uuid.UUID's argument checks: they must still be
+    whole UUIDs (equal, hashed, pickled and printed like any), and their time part
+    is the clock's millisecond, the counter carrying into it only on overflow."""
+    import pickle
+    import time
+
+    start_ms = time.time_ns() // 1_000_000
+    batch = uuid7s(5_000)
+    end_ms = time.time_ns() // 1_000_000
+    for made in (batch[0], batch[-1]):
+        twin = uuid.UUID(str(made))
+        assert made == twin and hash(made) == hash(twin) and made.int == twin.int
+        assert pickle.loads(pickle.dumps(made)) == made  # noqa: S301 - our own bytes
+        assert made.is_safe is uuid.SafeUUID.unknown
+    assert start_ms <= batch[0].int >> 80 <= end_ms
+    assert batch[-1].int >> 80 <= end_ms + 5_000 // 4096 + 1

@@ -10,6 +10,7 @@ accepted as they come (the value still has to be JSON).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -43,6 +44,11 @@ class Signature:
 
     parameters: tuple[Parameter, ...]
     accepts_any: bool  # the function takes **kwargs
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        """The parameters' names (asked for every input validated)."""
+        return frozenset(p.name for p in self.parameters)
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """A JSON-friendly description for the manifest and the admin."""
@@ -221,7 +227,7 @@ def validate(
         raise InvalidJobPayload(
             job, "input", kwargs, "input is a mapping of keyword arguments"
         )
-    known = {p.name for p in signature.parameters}
+    known = signature.names
     for name in kwargs:
         if not isinstance(name, str):
             raise InvalidJobPayload(job, "input", name, "parameter names are strings")

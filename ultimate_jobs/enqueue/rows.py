@@ -8,11 +8,9 @@ fragment of sql/jobs.sql, in order.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
@@ -34,18 +32,19 @@ from ultimate_jobs.exceptions import (
     JobTenantRequired,
 )
 from ultimate_jobs.limits.slots import keyed_lease_key
+from ultimate_jobs.sql import arrays
 
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
     """One checked input, ready to be written: the job row of every write path.
 
     The fields are the columns of the ``job_input`` fragment (sql/jobs.sql), in its
     order; job_enqueue, outbox_stage and scheduler_fire take them as arrays named after
-    the fields (``array_params``).
+    the fields (``array_params``). An immutable tuple: a third of the cost of a frozen
+    dataclass to build, and a batch turns into its columns with one ``zip``.
     """
 
     id: uuid.UUID
@@ -72,7 +71,7 @@ class Row:
         )
 
 
-FIELDS = tuple(field.name for field in dataclasses.fields(Row))
+FIELDS: tuple[str, ...] = Row._fields
 
 
 MAX_ACTOR_LENGTH = 255  # the enqueued_by column
@@ -237,8 +236,34 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
 
 
 def array_params(rows: list[Row]) -> dict[str, Any]:
-    """The rows as one array per field (H3: a fixed parameter count for any batch)."""
-    return {name: [getattr(row, name) for row in rows] for name in FIELDS}
+    """The rows as one array per field (H3: a fixed parameter count for any batch),
+    each packed in PostgreSQL's binary array format (sql/arrays.py)."""
+    if not rows:
+        return {name: pack([]) for name, pack in zip(FIELDS, _PACKERS, strict=True)}
+    columns = zip(*rows, strict=True)
+    return {
+        name: pack(column)
+        for name, pack, column in zip(FIELDS, _PACKERS, columns, strict=True)
+    }
+
+
+# How each field of Row is packed (sql/arrays.py), in the order of FIELDS.
+_PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
+    arrays.uuids,  # id
+    arrays.uuids,  # run_id
+    arrays.texts,  # name
+    arrays.texts,  # queue
+    arrays.smallints,  # priority
+    arrays.jsonbs,  # input
+    arrays.texts,  # tenant_id
+    arrays.unique_texts,  # idempotency_key
+    arrays.integers,  # max_attempts
+    arrays.timestamps,  # run_at
+    arrays.doubles,  # delay
+    arrays.texts,  # correlation_id
+    arrays.texts,  # enqueued_by
+    arrays.texts,  # concurrency_key
+)
 
 
 def holder_params(rows: list[Row]) -> dict[str, Any]:

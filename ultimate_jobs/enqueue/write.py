@@ -100,19 +100,23 @@ def enqueue_inputs(
     # Signals are sent by the registered handle (not a .using() copy), so receivers
     # can connect with sender=my_job.
     registered = registry.get(handle.name) if handle.name in registry else handle
+    # Asked once a batch: the per-row record (its extra dict, the id as text) is built
+    # only when a handler at INFO would see it.
+    logged = logger.isEnabledFor(logging.INFO)
     for row, answer in zip(rows, answers, strict=True):
-        logger.info(
-            "jobs.enqueued",
-            extra={
-                "job_id": str(answer.id),
-                "job_name": row.name,
-                "queue": row.queue,
-                "tenant_id": row.tenant_id,
-                "deduped": answer.deduped,
-                "staged": staged,
-                "correlation_id": row.correlation_id,
-            },
-        )
+        if logged:
+            logger.info(
+                "jobs.enqueued",
+                extra={
+                    "job_id": str(answer.id),
+                    "job_name": row.name,
+                    "queue": row.queue,
+                    "tenant_id": row.tenant_id,
+                    "deduped": answer.deduped,
+                    "staged": staged,
+                    "correlation_id": row.correlation_id,
+                },
+            )
         if not answer.deduped:
             job_enqueued.send(sender=registered, enqueued=answer, handle=handle)
     return answers

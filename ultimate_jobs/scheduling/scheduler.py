@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -516,8 +516,7 @@ class Scheduler:
         for handle, kwargs in entry.entries(occurrence):
             for row in build_rows(handle, [kwargs]):
                 rows.append(
-                    replace(
-                        row,
+                    row._replace(
                         idempotency_key=occurrence_key(row.idempotency_key, occurrence),
                         correlation_id=correlation,
                         enqueued_by=f"scheduler {self.holder}"[:255],
