@@ -37,6 +37,26 @@ SELECT i.*,
            ord
        )
 
+-- fragment: bury_lapsed
+-- Settle the rows of a `lapsed` CTE (id, exhausted) whose lease lapsed on their final
+-- attempt (W5): dead (failed for a `dropped` name) with LEASE_LAPSED_FINAL_ATTEMPT, never
+-- handed out again; answered in the claimed-job shape for the worker to announce.
+UPDATE ultimate_jobs_job AS job
+   SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
+       finished_at = coalesce(%(now)s::timestamptz, now()),
+       lease_owner = NULL,
+       lease_expires_at = NULL,
+       last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
+       error_code = '',
+       stop_reason = 'attempts-exhausted'
+  FROM lapsed
+ WHERE job.id = lapsed.id
+   AND lapsed.exhausted
+RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
+          job.input, job.tenant_id, job.idempotency_key, job.attempt,
+          job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
+          job.created_at, job.started_at, NULL::text AS lease_key
+
 -- fragment: key_free
 -- True when no live job (ready, delayed, running, suspended) of the name and tenant of
 -- the row `job` holds its idempotency key (J3): a finished row may run again under it.
@@ -419,21 +439,7 @@ acquired AS (
     RETURNING lease.job_id
 ),
 buried AS (
-    UPDATE ultimate_jobs_job AS job
-       SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
-           finished_at = coalesce(%(now)s::timestamptz, now()),
-           lease_owner = NULL,
-           lease_expires_at = NULL,
-           last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
-           error_code = '',
-           stop_reason = 'attempts-exhausted'
-      FROM lapsed
-     WHERE job.id = lapsed.id
-       AND lapsed.exhausted
-    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-              job.input, job.tenant_id, job.idempotency_key, job.attempt,
-              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at, NULL::text AS lease_key
+    {{bury_lapsed}}
 ),
 refused AS (
     UPDATE ultimate_jobs_job AS job
@@ -627,21 +633,7 @@ woken AS (
     RETURNING job.id
 ),
 buried AS (
-    UPDATE ultimate_jobs_job AS job
-       SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
-           finished_at = coalesce(%(now)s::timestamptz, now()),
-           lease_owner = NULL,
-           lease_expires_at = NULL,
-           last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
-           error_code = '',
-           stop_reason = 'attempts-exhausted'
-      FROM lapsed
-     WHERE job.id = lapsed.id
-       AND lapsed.exhausted
-    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-              job.input, job.tenant_id, job.idempotency_key, job.attempt,
-              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at
+    {{bury_lapsed}}
 ),
 lapsed_kept AS (
     -- P6: a lapsed row made ready again keeps the attempt that died, as the limited
