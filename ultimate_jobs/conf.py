@@ -120,32 +120,17 @@ def _duration(key: str, value: object) -> float:
         ) from exc
 
 
-def _positive_int(key: str, value: object) -> int:
+def _whole(key: str, value: object, *, least: int) -> int:
+    """A whole number of at least ``least`` (an int, or its digits in a string)."""
+    expected = f"expected a whole number of at least {least}"
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigurationError(key, value, "expected a whole number of at least 1")
+        raise ConfigurationError(key, value, expected)
     try:
         number = int(value)
     except ValueError:
-        raise ConfigurationError(
-            key, value, "expected a whole number of at least 1"
-        ) from None
-    if number < 1:
-        raise ConfigurationError(key, value, "expected a whole number of at least 1")
-    return number
-
-
-def _count(key: str, value: object) -> int:
-    """A whole number of at least 0 (0 turns the thing counted off)."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigurationError(key, value, "expected a whole number of at least 0")
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigurationError(
-            key, value, "expected a whole number of at least 0"
-        ) from None
-    if number < 0:
-        raise ConfigurationError(key, value, "expected a whole number of at least 0")
+        raise ConfigurationError(key, value, expected) from None
+    if number < least:
+        raise ConfigurationError(key, value, expected)
     return number
 
 
@@ -239,13 +224,13 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         "MAX_INPUT_DEPTH",
         "MAX_RESULT_BYTES",
     }:
-        return _positive_int(key, value)
+        return _whole(key, value, least=1)
     if key == "REDACT":
         return _patterns(key, value)
     if key == "WEBHOOK_ALLOWED_NETWORKS":
         return _networks(key, value)
-    if key == "RUN_LOG_MAX_ENTRIES":
-        return _count(key, value)
+    if key == "RUN_LOG_MAX_ENTRIES":  # 0 keeps no run logs
+        return _whole(key, value, least=0)
     if key == "QUEUES":
         return _queues(key, value)
     if key == "OUTBOX":
