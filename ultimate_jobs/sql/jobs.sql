@@ -37,6 +37,17 @@ SELECT i.*,
            ord
        )
 
+-- fragment: lease_start
+-- The SET of a claim's UPDATE of the rows a `picked` CTE took (W2, W3): running, one
+-- more attempt counted, the lease started under the row's fresh claim token.
+SET state = 'running',
+    attempt = job.attempt + 1,
+    lease_owner = picked.token,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now())
+                       + make_interval(secs => %(lease_seconds)s::double precision),
+    started_at = coalesce(%(now)s::timestamptz, now()),
+    worker_id = %(worker_id)s::text
+
 -- fragment: bury_lapsed
 -- Settle the rows of a `lapsed` CTE (id, exhausted) whose lease lapsed on their final
 -- attempt (W5): dead (failed for a `dropped` name) with LEASE_LAPSED_FINAL_ATTEMPT, never
@@ -461,13 +472,7 @@ refused AS (
 ),
 claimed AS (
     UPDATE ultimate_jobs_job AS job
-       SET state = 'running',
-           attempt = job.attempt + 1,
-           lease_owner = picked.token,
-           lease_expires_at = coalesce(%(now)s::timestamptz, now())
-                              + make_interval(secs => %(lease_seconds)s::double precision),
-           started_at = coalesce(%(now)s::timestamptz, now()),
-           worker_id = %(worker_id)s::text
+       {{lease_start}}
       FROM picked
      WHERE job.id = picked.id
        AND NOT picked.refused
@@ -563,13 +568,7 @@ WITH picked AS MATERIALIZED (
 ),
 claimed AS (
     UPDATE ultimate_jobs_job AS job
-       SET state = 'running',
-           attempt = job.attempt + 1,
-           lease_owner = picked.token,
-           lease_expires_at = coalesce(%(now)s::timestamptz, now())
-                              + make_interval(secs => %(lease_seconds)s::double precision),
-           started_at = coalesce(%(now)s::timestamptz, now()),
-           worker_id = %(worker_id)s::text
+       {{lease_start}}
       FROM picked
      WHERE job.id = picked.id
     RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
