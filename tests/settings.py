@@ -18,3 +18,10 @@ TASKS = {"default": {"BACKEND": "ultimate_jobs.backend.JobsBackend"}}
 # A second alias on the same database: the jobs tables seen from another alias than the
 # business rows (the two-database arrangement of the outbox, docs/outbox.md).
 DATABASES["jobs"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}  # noqa: F405
+# Q1: a second database for the queues routed to another alias. Its NAME is derived
+# from the default's, so the test runner makes test_<name>_b beside test_<name>, and a
+# worker process started on the test database finds its sibling the same way.
+DATABASES["jobs_b"] = {  # noqa: F405
+    **DATABASES["default"],  # noqa: F405
+    "NAME": f"{DATABASES['default']['NAME']}_b",  # noqa: F405
+}

@@ -17,7 +17,7 @@ import functools
 import ipaddress
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import environ
@@ -48,6 +48,11 @@ class JobsSettings:
     QUEUES: tuple[
         str, ...
     ] = ()  # served by a worker without --queues; () = every declared queue
+    # Q1: the queues QUEUES routes to another alias than DATABASE (its mapping form,
+    # {"reports": {"database": "jobs_b"}}); derived from QUEUES, not a key of its own.
+    ROUTES: Mapping[str, str] = dataclasses.field(
+        default_factory=dict, metadata={"derived": True}
+    )
     CONCURRENCY: int = 8  # handler threads per worker process
     # Connections a worker process's handler threads share for what their jobs write
     # (steps, retries, failures, slot releases); at most CONCURRENCY are opened.
@@ -89,6 +94,23 @@ class JobsSettings:
     RUN_LOG_MAX_ENTRIES: int = 200
     # The JSON a store_result=True body may return, in bytes (P8); larger fails the job.
     MAX_RESULT_BYTES: int = 64 * 1024
+
+    def database_for(self, queue: str) -> str:
+        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
+        return self.ROUTES.get(queue, self.DATABASE)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
+        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
+        return (self.DATABASE, *routed)
+
+    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
+        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
+        grouped: dict[str, list[str]] = {}
+        for queue in queues:
+            grouped.setdefault(self.database_for(queue), []).append(queue)
+        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -134,10 +156,63 @@ def _whole(key: str, value: object, *, least: int) -> int:
     return number
 
 
+def setting_names() -> list[str]:
+    """The keys a user sets (ULTIMATE_JOBS, ULTIMATE_JOBS_<KEY>): every field but the
+    derived ones."""
+    return [
+        field.name
+        for field in dataclasses.fields(JobsSettings)
+        if not field.metadata.get("derived")
+    ]
+
+
+ROUTE_KEYS = ("database",)
+
+
+def _routes(key: str, value: object, home: str) -> dict[str, str]:
+    """QUEUES' mapping form (Q1): queue -> {"database": alias}; the queues it routes to
+    another alias than ``home`` (DATABASE). Every alias must be in DATABASES."""
+    if not isinstance(value, Mapping):
+        return {}
+    known = list(getattr(settings, "DATABASES", {}))
+    routes = {}
+    for queue, route in value.items():
+        if route is None:
+            route = {}
+        if not isinstance(route, Mapping):
+            raise ConfigurationError(
+                f"{key}[{queue!r}]",
+                route,
+                'expected a dict like {"database": "jobs_b"}',
+            )
+        if unknown := sorted(set(route) - set(ROUTE_KEYS)):
+            raise ConfigurationError(
+                f"{key}[{queue!r}]",
+                route,
+                f"unknown key {unknown[0]!r} (known: {', '.join(ROUTE_KEYS)})",
+            )
+        alias = route.get("database", home)
+        if not isinstance(alias, str) or alias not in known:
+            raise ConfigurationError(
+                f"{key}[{queue!r}]['database']",
+                alias,
+                f"not an alias of DATABASES (known: {', '.join(known)})",
+            )
+        if alias != home:
+            routes[queue] = alias
+    return routes
+
+
 def _queues(key: str, value: object) -> tuple[str, ...]:
-    names = value.split(",") if isinstance(value, str) else value
+    names: object = value
+    if isinstance(value, Mapping):  # Q1's form: queue -> {"database": alias}
+        names = list(value)
+    elif isinstance(value, str):
+        names = value.split(",")
     if not isinstance(names, list | tuple):
-        raise ConfigurationError(key, value, "expected a list of queue names")
+        raise ConfigurationError(
+            key, value, 'expected a list of queue names or {"queue": {"database": ...}}'
+        )
     out = []
     for name in names:
         name = name.strip() if isinstance(name, str) else name
@@ -273,6 +348,14 @@ def _env_duration(value: str) -> float:
     return parse_duration(seconds, field="environment")
 
 
+def _env_queues(value: str) -> Any:
+    """QUEUES from a variable: names separated by commas, or Q1's mapping as JSON
+    ('{"reports": {"database": "jobs_b"}}')."""
+    if value.lstrip().startswith("{"):
+        return json.loads(value)
+    return value.split(",")
+
+
 def _env_bool(value: str) -> bool:
     """Strict: a word that is not a boolean is an error, never False."""
     words = {"1": True, "true": True, "yes": True, "on": True}
@@ -299,7 +382,8 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
         ),
         int,
     ),
-    **dict.fromkeys(("QUEUES", "REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
+    "QUEUES": _env_queues,
+    **dict.fromkeys(("REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
     **dict.fromkeys(("WAKE", "PREPARED_STATEMENTS"), _env_bool),
     **dict.fromkeys(
         ("DATABASE", "OUTBOX", "ENVIRONMENT", "APP_VERSION", "LOG_FORMAT"), str
@@ -308,6 +392,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
 }
 _ENV_EXAMPLES = {
     json.loads: 'JSON, e.g. \'{"done": {"days": 1}}\'',
+    _env_queues: 'names like "mail,reports" or JSON like \'{"reports": {"database": "b"}}\'',
     int: "a whole number",
 }
 
@@ -339,7 +424,7 @@ def unknown_variables(
     known variable ('' when none is close): a misspelt variable is otherwise silently
     ignored."""
     environ_ = os.environ if environ_ is None else environ_
-    known = [field.name for field in dataclasses.fields(JobsSettings)]
+    known = setting_names()
     found = []
     for name in sorted(environ_):
         key = name[len(ENV_PREFIX) :]
@@ -361,7 +446,7 @@ def load_settings(
             values,
             "expected a dict of settings, e.g. {'LEASE': '30s'}",
         )
-    fields = {field.name for field in dataclasses.fields(JobsSettings)}
+    fields = set(setting_names())
     if unknown := sorted(set(values) - fields):
         raise ConfigurationError(
             unknown[0],
@@ -374,6 +459,8 @@ def load_settings(
         if ENV_PREFIX + name in environ_:
             merged[name] = _from_environment(env, name, environ_[ENV_PREFIX + name])
     cleaned = {key: _clean(key, value) for key, value in merged.items()}
+    home = cleaned.get("DATABASE", JobsSettings.DATABASE)
+    cleaned["ROUTES"] = _routes("QUEUES", merged.get("QUEUES"), home)
     result = JobsSettings(**cleaned)
     if result.LEASE < 1:
         raise ConfigurationError(

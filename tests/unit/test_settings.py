@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ultimate_jobs import ConfigurationError
 from ultimate_jobs.checks import check_settings
-from ultimate_jobs.conf import get_settings, load_settings
+from ultimate_jobs.conf import get_settings, load_settings, setting_names
 
 
 def test_defaults():
@@ -120,7 +118,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
     every setting, each to its type."""
     from ultimate_jobs.conf import ENV_SCHEMA, JobsSettings
 
-    keys = {field.name for field in dataclasses.fields(JobsSettings)}
+    keys = set(setting_names())
     assert set(ENV_SCHEMA) == keys  # a new setting must say how it is read
     env = {
         "ULTIMATE_JOBS_DATABASE": "jobs",
@@ -203,3 +201,59 @@ def test_a_bad_variable_names_itself_and_its_value(variable, value, says):
     with pytest.raises(ConfigurationError) as refused:
         load_settings({}, {variable: value})
     assert says in str(refused.value) and value in str(refused.value)
+
+
+def test_queues_mapping_routes_queues_to_aliases():
+    """Q1: QUEUES' mapping form routes a queue to a DATABASES alias; the names are
+    still the queues a worker serves by default, and an unrouted queue stays on
+    DATABASE."""
+    s = load_settings(
+        {"QUEUES": {"reports": {"database": "jobs_b"}, "mail": {}, "default": None}},
+        {},
+    )
+    assert s.QUEUES == ("reports", "mail", "default")
+    assert s.ROUTES == {"reports": "jobs_b"}
+    assert s.database_for("reports") == "jobs_b"
+    assert s.database_for("mail") == "default"
+    assert s.database_for("never-configured") == "default"
+    assert s.aliases == ("default", "jobs_b")
+    assert s.queues_by_alias(["mail", "reports", "other"]) == {
+        "default": ["mail", "other"],
+        "jobs_b": ["reports"],
+    }
+    # A route to DATABASE itself is no route; the list form routes nothing.
+    home = load_settings({"QUEUES": {"a": {"database": "default"}}}, {})
+    assert (home.ROUTES, home.aliases) == ({}, ("default",))
+    assert load_settings({"QUEUES": ["a"]}, {}).ROUTES == {}
+
+
+@pytest.mark.parametrize(
+    ("queues", "key", "value"),
+    [
+        (
+            {"reports": {"database": "nowhere"}},
+            "QUEUES['reports']['database']",
+            "nowhere",
+        ),
+        ({"reports": {"database": 3}}, "QUEUES['reports']['database']", 3),
+        (
+            {"reports": {"databse": "jobs_b"}},
+            "QUEUES['reports']",
+            {"databse": "jobs_b"},
+        ),
+        ({"reports": "jobs_b"}, "QUEUES['reports']", "jobs_b"),
+        (
+            {"UPPER": {"database": "jobs_b"}},
+            "QUEUES",
+            {"UPPER": {"database": "jobs_b"}},
+        ),
+    ],
+)
+def test_queue_routes_refuse_unknown_aliases_and_keys(queues, key, value):
+    """Q1: an unknown alias or route key is a coded ConfigurationError naming the key
+    and the value."""
+    with pytest.raises(ConfigurationError) as info:
+        load_settings({"QUEUES": queues}, {})
+    assert info.value.code == "X_CONFIGURATION"
+    assert (info.value.key, info.value.value) == (key, value)
+    assert "ROUTES" not in setting_names()
