@@ -74,9 +74,20 @@ def resolve_id(value: object) -> uuid.UUID:
     )
 
 
+def locate(job_id: uuid.UUID) -> str:
+    """The alias whose tables hold the job (Q1): the first of ``aliases`` that has
+    the id, else DATABASE (where a JobNotFound is then reported)."""
+    aliases = get_settings().aliases
+    for alias in aliases[1:]:
+        if Job.objects.using(alias).filter(pk=job_id).exists():
+            return alias
+    return aliases[0]
+
+
 def find_job(job_id: uuid.UUID) -> Job:
-    """The job row, or JobNotFound (RowUnreadable for a row Python cannot read, B4)."""
-    found = Job.objects.using(get_settings().DATABASE).filter(pk=job_id)[:1]
+    """The job row on whichever alias holds it (Q1), or JobNotFound (RowUnreadable for
+    a row Python cannot read, B4)."""
+    found = Job.objects.using(locate(job_id)).filter(pk=job_id)[:1]
     rows = list(found)
     if not rows and getattr(found, "unreadable", None):
         metrics.row_unreadable("job")
@@ -94,7 +105,7 @@ def get(job_id: object) -> dict[str, Any]:
     out = job_json(job)
     out["attempts"] = attempts_json(job)
     out["logs"] = runlogs.as_json(
-        RunLog.objects.using(get_settings().DATABASE)
+        RunLog.objects.using(job._state.db or get_settings().DATABASE)
         .filter(job_id=job.id)
         .order_by("id")
     )

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from django.db import transaction
 
-from ultimate_jobs.api.reads import find_job, parse_job_id
+from ultimate_jobs.api.reads import find_job, locate, parse_job_id
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
@@ -45,8 +45,8 @@ from ultimate_jobs.sql import QUERIES
 ANY_TENANT: object = object()
 
 
-def _db() -> DjangoDatabase:
-    return DjangoDatabase(get_settings().DATABASE)
+def _db(alias: str | None = None) -> DjangoDatabase:
+    return DjangoDatabase(alias or get_settings().DATABASE)
 
 
 MAX_ACTOR_LENGTH = 255
@@ -88,9 +88,14 @@ def operator_of(actor: Any, *, source: str = "api") -> Operator:
 
 
 def _record(
-    job: Job | None, pk: uuid.UUID, action: str, who: Operator, reason: str
+    job: Job | None,
+    pk: uuid.UUID,
+    action: str,
+    who: Operator,
+    reason: str,
+    alias: str | None = None,
 ) -> None:
-    JobAction.objects.using(get_settings().DATABASE).create(
+    JobAction.objects.using(alias or get_settings().DATABASE).create(
         job_id=pk,
         job_name=job.name if job is not None else "",
         action=action,
@@ -101,8 +106,9 @@ def _record(
     )
 
 
-def _name_of(pk: uuid.UUID) -> Job | None:
-    return Job.objects.using(get_settings().DATABASE).filter(pk=pk).only("name").first()
+def _name_of(pk: uuid.UUID, alias: str | None = None) -> Job | None:
+    found = Job.objects.using(alias or get_settings().DATABASE).filter(pk=pk)
+    return found.only("name").first()
 
 
 def retry(
@@ -182,13 +188,15 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
 
 
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
-    """Cancel one live job, record who did it, and tell ``job_cancelled`` (P4);
-    answers the state it was cancelled from, or None when it was not live."""
-    with transaction.atomic(using=get_settings().DATABASE):
-        rows = _db().run(QUERIES["job_cancel"], id=pk, reason=reason, now=None)
+    """Cancel one live job on whichever alias holds it (Q1), record who did it, and
+    tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
+    it was not live."""
+    alias = locate(pk)
+    with transaction.atomic(using=alias):
+        rows = _db(alias).run(QUERIES["job_cancel"], id=pk, reason=reason, now=None)
         if not rows:
             return None
-        _record(_name_of(pk), pk, "cancel", who, reason)
+        _record(_name_of(pk, alias), pk, "cancel", who, reason, alias)
     row = rows[0]
     sender = registry.get(row["name"]) if row["name"] in registry else None
     job_cancelled.send(

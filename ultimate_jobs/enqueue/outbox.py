@@ -16,6 +16,11 @@ atomic blocks a test case opens around each test (pytest-django's ``django_db``,
 ``TestCase``) do not count, so a plain enqueue in a test publishes directly, as it would
 in production, and an enqueue inside the test's own ``transaction.atomic()`` stages.
 
+Q1: with queues routed to several aliases, the row is staged on the alias the caller's
+transaction is open on (the queue's own, else another alias with jobs tables), and the
+relay of that alias delivers it into the queue's alias exactly once
+(``outbox_deliver``).
+
 The jobs tables (the outbox with them) may live on another alias than the business rows.
 A transaction can only be joined on its own connection, so an enqueue made while a
 transaction is open on another alias, and none on the jobs alias, is refused with
@@ -55,21 +60,27 @@ def in_transaction(connection: Any) -> bool:
     return connection.connection is not None and not connection.autocommit
 
 
-def should_stage(settings: JobsSettings, *, job: str) -> bool:
-    """Answer True to stage in the outbox, False to publish directly (O1, O4).
+def staging_alias(settings: JobsSettings, *, job: str, target: str) -> str | None:
+    """The alias whose outbox stages an enqueue into ``target``'s queue (O1, O4, Q1),
+    or None to publish directly.
 
-    Raises OutboxNoTx for ``OUTBOX="required"`` outside a transaction, and for an
-    enqueue inside a transaction on another alias than the jobs database.
+    A transaction the caller holds on ``target`` stages there; else one on another
+    alias that holds jobs tables (DATABASE first) stages on that alias, and the relay
+    delivers the row into ``target`` (Q1). Raises OutboxNoTx for ``OUTBOX="required"``
+    outside a transaction, and for an enqueue inside a transaction on an alias that
+    holds no jobs tables.
     """
     if settings.OUTBOX == "off":
-        return False
-    alias = settings.DATABASE
-    if in_transaction(connections[alias]):
-        return True
+        return None
+    candidates = [target, *(a for a in settings.aliases if a != target)]
+    for candidate in candidates:
+        if in_transaction(connections[candidate]):
+            return candidate
+    alias = target
     elsewhere = sorted(
         connection.alias
         for connection in connections.all(initialized_only=True)
-        if connection.alias != alias and in_transaction(connection)
+        if connection.alias not in candidates and in_transaction(connection)
     )
     if elsewhere:
         raise OutboxNoTx(
@@ -90,7 +101,7 @@ def should_stage(settings: JobsSettings, *, job: str) -> bool:
             job=job,
             alias=alias,
         )
-    return False
+    return None
 
 
 def stage(
@@ -99,6 +110,7 @@ def stage(
     *,
     job: str,
     refuse_held: bool = False,
+    holders: Database | None = None,
 ) -> list[Enqueued]:
     """Write ``rows`` to the outbox in the caller's transaction; answer their ids (H1).
 

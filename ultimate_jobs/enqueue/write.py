@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
@@ -80,16 +80,43 @@ def enqueue_inputs(
         return []
     rows = build_rows(handle, inputs)
     settings = get_settings()
-    db = DjangoDatabase(settings.DATABASE)
-    staged = outbox.should_stage(settings, job=handle.name)
-    if staged:  # O1: in the caller's transaction, on its connection
+    by_alias: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):  # Q1: each row goes to its queue's alias
+        by_alias.setdefault(settings.database_for(row.queue), []).append(index)
+    answers: list[Enqueued | None] = [None] * len(rows)
+    staged = False
+    for alias, indexes in by_alias.items():  # one statement per alias
+        part = [rows[i] for i in indexes]
+        written, staged_part = _write(handle, settings, alias, part, single=single)
+        staged = staged or staged_part
+        for index, answer in zip(indexes, written, strict=True):
+            answers[index] = answer
+    done = [a for a in answers if a is not None]
+    return _announce(handle, rows, done, staged=staged)
+
+
+def _write(
+    handle: JobHandle,
+    settings: JobsSettings,
+    alias: str,
+    rows: list[Row],
+    *,
+    single: bool,
+) -> tuple[list[Enqueued], bool]:
+    """Write rows whose queues live on ``alias``: staged in the caller's transaction
+    (on the alias it is open on) or published there; answers and whether staged."""
+    db = DjangoDatabase(alias)
+    stage_on = outbox.staging_alias(settings, job=handle.name, target=alias)
+    if stage_on is not None:  # O1: in the caller's transaction, on its connection
         answers = outbox.stage(
-            db,
+            DjangoDatabase(stage_on),
             rows,
             job=handle.name,
             refuse_held=handle.options.on_conflict == "error",
+            holders=db,
         )
-    elif handle.options.on_conflict == "error" and not single:
+        return answers, True
+    if handle.options.on_conflict == "error" and not single:
         with transaction.atomic(using=db.alias):
             answers = publish(db, rows)
             _raise_on_duplicate(handle, rows, answers)
@@ -97,6 +124,12 @@ def enqueue_inputs(
         answers = publish(db, rows)
         if handle.options.on_conflict == "error":
             _raise_on_duplicate(handle, rows, answers)
+    return answers, False
+
+
+def _announce(
+    handle: JobHandle, rows: list[Row], answers: list[Enqueued], *, staged: bool
+) -> list[Enqueued]:
     # Signals are sent by the registered handle (not a .using() copy), so receivers
     # can connect with sender=my_job.
     registered = registry.get(handle.name) if handle.name in registry else handle
