@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ultimate_jobs.conf import JobsSettings
+from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
+from ultimate_jobs.runtime.share import SlotShare
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.runtime.worker import Worker
 from ultimate_jobs.scheduling.scheduler import Scheduler
@@ -43,22 +45,79 @@ class RoleOptions:
     max_jobs: int | None = None
     wake: Wake | None = None  # the process's LISTEN session (None: poll only)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Q1: one LISTEN session per alias that holds jobs tables (``wake`` is DATABASE's).
+    wakes: dict[str, Wake] = field(default_factory=dict)
+
+    def wake_of(self, alias: str) -> Wake | None:
+        return self.wakes.get(
+            alias, self.wake if alias == self.settings.DATABASE else None
+        )
+
+
+class Together:
+    """Several loops of one role (one per alias, Q1) run as one: each in a thread of
+    its own, stopped together by the shared lifecycle."""
+
+    def __init__(
+        self, name: str, members: Sequence[Role], lifecycle: Lifecycle
+    ) -> None:
+        self.name = name
+        self.members = list(members)
+        self.lifecycle = lifecycle
+
+    def run(self) -> int:
+        codes: list[int] = []
+
+        def run(member: Role) -> None:
+            try:
+                codes.append(member.run())
+            except Exception:
+                logger.exception("jobs.role.crashed", extra={"role": self.name})
+                codes.append(1)
+            finally:
+                self.lifecycle.stop()  # one loop ending ends its siblings too
+
+        threads = [
+            threading.Thread(target=run, args=(member,), name=f"jobs-{self.name}")
+            for member in self.members[1:]
+        ]
+        for thread in threads:
+            thread.start()
+        run(self.members[0])
+        for thread in threads:
+            thread.join()
+        return max(codes, default=0)
 
 
 RoleFactory = Callable[[RoleOptions], Role]
 
 
 def _worker(options: RoleOptions) -> Role:
-    return Worker(
-        queues=options.queues,
-        concurrency=options.concurrency,
-        worker_id=options.worker_id,
-        max_jobs=options.max_jobs,
-        settings=options.settings,
-        lifecycle=options.lifecycle,
-        wake=options.wake,
-        limits=options.extra.get("limits"),  # per-process budgets (L3)
-    )
+    """One Worker per alias that holds a served queue (Q1), sharing one slot budget;
+    a single Worker when every served queue lives on one alias."""
+    settings = options.settings
+    queues = list(options.queues or settings.QUEUES or registry.queues() or ["default"])
+    by_alias = settings.queues_by_alias(queues)
+    concurrency = options.concurrency or settings.CONCURRENCY
+    share = SlotShare(concurrency) if len(by_alias) > 1 else None
+    workers = [
+        Worker(
+            queues=served,
+            concurrency=concurrency,
+            worker_id=options.worker_id,
+            max_jobs=options.max_jobs,
+            settings=settings,
+            lifecycle=options.lifecycle,
+            wake=options.wake_of(alias),
+            limits=options.extra.get("limits"),  # per-process budgets (L3)
+            alias=alias,
+            share=share,
+        )
+        for alias, served in by_alias.items()
+    ]
+    if len(workers) == 1:
+        return workers[0]
+    return Together("worker", workers, options.lifecycle)
 
 
 def _scheduler(options: RoleOptions) -> Role:
@@ -68,13 +127,22 @@ def _scheduler(options: RoleOptions) -> Role:
 
 
 def _relay(options: RoleOptions) -> Role:
-    return Relay(
-        settings=options.settings,
-        lifecycle=options.lifecycle,
-        wake=options.wake,
-        relay_id=options.worker_id,
-        batch_size=options.extra.get("batch_size", BATCH_SIZE),
-    )
+    """One Relay per alias that holds jobs tables (Q1): each claims its alias's outbox
+    and publishes every row into its queue's alias."""
+    relays = [
+        Relay(
+            settings=options.settings,
+            lifecycle=options.lifecycle,
+            wake=options.wake_of(alias),
+            relay_id=options.worker_id,
+            batch_size=options.extra.get("batch_size", BATCH_SIZE),
+            alias=alias,
+        )
+        for alias in options.settings.aliases
+    ]
+    if len(relays) == 1:
+        return relays[0]
+    return Together("relay", relays, options.lifecycle)
 
 
 ROLES: dict[str, RoleFactory] = {
@@ -130,8 +198,16 @@ def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
     """
     lifecycle = Lifecycle()
     lifecycle.install_signals()
-    wake = Wake(settings.DATABASE, stop=lifecycle.stopping) if settings.WAKE else None
+    wakes = (
+        {alias: Wake(alias, stop=lifecycle.stopping) for alias in settings.aliases}
+        if settings.WAKE
+        else {}
+    )
     role_options = RoleOptions(
-        settings=settings, lifecycle=lifecycle, wake=wake, **options
+        settings=settings,
+        lifecycle=lifecycle,
+        wake=wakes.get(settings.DATABASE),
+        wakes=wakes,
+        **options,
     )
     return run_roles([ROLES[name](role_options) for name in names], lifecycle)

@@ -31,7 +31,7 @@ from ultimate_jobs.models.jobs import (
     QueuePause,
     Worker,
 )
-from ultimate_jobs.models.outbox import OutboxMessage
+from ultimate_jobs.models.outbox import OutboxMessage, OutboxReceipt
 from ultimate_jobs.models.runlogs import DeclaredJob, RunLog
 from ultimate_jobs.models.scheduling import LeaderLease, Schedule, TaskWatermark
 from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
@@ -55,6 +55,7 @@ __all__ = [
     "LeaderLease",
     "Lease",
     "OutboxMessage",
+    "OutboxReceipt",
     "QueuePause",
     "RunLog",
     "Schedule",

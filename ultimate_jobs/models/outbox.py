@@ -71,3 +71,28 @@ class OutboxMessage(models.Model):
     def __str__(self) -> str:
         state = "published" if self.published_at else "staged"
         return f"{self.name} {self.id} ({state})"
+
+
+class OutboxReceipt(models.Model):
+    """Q1: an outbox row a relay delivered into this alias from another one.
+
+    The id is the staged row's id (the job's own): the relay writes the receipt and the
+    job in one statement, so a relay killed after that statement and before it marked
+    the source row delivers nothing twice. The receipt outlives the job row, so even a
+    job already finished and purged is not published again.
+    """
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    received_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_outbox_receipt"
+        indexes = (
+            # The purge deletes receipts by age, with the published outbox rows.
+            models.Index(
+                fields=("received_at",), name="ultimate_jobs_receipt_received"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"received {self.id}"

@@ -95,6 +95,7 @@ class Executor:
         deadline_settler: Callable[[], Settler] | None = None,
         acks: Acks | None = None,
         reraise: tuple[type[BaseException], ...] = (),
+        alias: str | None = None,
     ) -> None:
         self.settler = settler
         self.jobs = jobs
@@ -111,7 +112,8 @@ class Executor:
         # thread down). The testing runner passes (KeyboardInterrupt,): it runs bodies
         # in the test's main thread, where a real Ctrl-C lands and must stop the run.
         self.reraise = reraise
-        self.alias = get_settings().DATABASE
+        # Q1: the alias of the jobs this executor runs (their atomic steps' journal).
+        self.alias = alias or get_settings().DATABASE
         self.log_capacity = get_settings().RUN_LOG_MAX_ENTRIES
 
     def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:

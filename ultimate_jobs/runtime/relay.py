@@ -60,6 +60,7 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DirectDatabase, Row
 from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.enqueue.rows import Row as JobRow
+from ultimate_jobs.enqueue.rows import array_params
 from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.exceptions import QueryError
 from ultimate_jobs.observability import metrics
@@ -68,6 +69,7 @@ from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import (
     OUTBOX_CLAIM,
+    OUTBOX_DELIVER,
     OUTBOX_MARK_PUBLISHED,
     OUTBOX_RELEASE,
     OutboxId,
@@ -127,8 +129,13 @@ class Relay:
         batch_size: int = BATCH_SIZE,
         db: Database | None = None,
         now: Callable[[], Any] = lambda: None,
+        alias: str | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        # Q1: the alias whose outbox this relay claims; rows of queues routed to other
+        # aliases are delivered there (outbox_deliver), on connections of its own.
+        self.alias = alias or self.settings.DATABASE
+        self._targets: dict[str, DirectDatabase] = {}
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
         self.relay_id = (
@@ -145,13 +152,15 @@ class Relay:
 
     def run(self) -> int:
         """Relay until the lifecycle stops; the pass in flight always finishes."""
-        logger.info("jobs.relay.started", extra={"relay_id": self.relay_id})
+        logger.info(
+            "jobs.relay.started", extra={"relay_id": self.relay_id, "alias": self.alias}
+        )
         if self.notifications is not None:
             self.notifications.subscribe(OUTBOX_CHANNEL, self._on_notification)
             self.notifications.start()
         owned = self.db is None
         db = self.db or DirectDatabase(
-            self.settings.DATABASE,
+            self.alias,
             application_name=f"ultimate_jobs relay {self.relay_id}"[:63],
         )
         try:
@@ -159,6 +168,8 @@ class Relay:
         finally:
             if owned and isinstance(db, DirectDatabase):
                 db.close()
+            for target in self._targets.values():
+                target.close()
             logger.info(
                 "jobs.relay.stopped",
                 extra={"relay_id": self.relay_id, "published": self.published},
@@ -228,9 +239,7 @@ class Relay:
             released = self.release(db, rows, token)
             return RelayPass(claimed=len(rows), released=released)
         try:
-            answers = publish(
-                db, [JobRow.from_record(row) for row in rows], now=self.now()
-            )
+            inserted, queues = self.publish(db, rows)
         except Exception as exc:
             released = self.release(db, rows, token)
             logger.error(
@@ -245,21 +254,6 @@ class Relay:
                 },
             )
             raise
-        inserted = 0
-        queues: set[str] = set()
-        for row, answer in zip(rows, answers, strict=True):
-            if not answer.deduped:
-                inserted += 1
-                queues.add(row["queue"])
-            elif answer.id != row["id"]:
-                logger.info(
-                    "jobs.outbox.deduped",
-                    extra={
-                        "job_id": str(row["id"]),
-                        "job_name": row["name"],
-                        "held_by": str(answer.id),
-                    },
-                )
         if self.notifications is not None:
             # A worker in this process starts at once; others hear job_enqueue's NOTIFY.
             for queue in sorted(queues):
@@ -281,6 +275,64 @@ class Relay:
             inserted=inserted,
             set_aside=set_aside,
         )
+
+    def publish(self, db: Database, rows: list[StagedJob]) -> tuple[int, set[str]]:
+        """Publish a claimed batch, each row into its queue's alias (Q1), in order per
+        alias; answer how many jobs were written and the queues that got one here."""
+        by_alias: dict[str, list[StagedJob]] = {}
+        for row in rows:
+            target = self.settings.database_for(row["queue"])
+            by_alias.setdefault(target, []).append(row)
+        inserted = 0
+        queues: set[str] = set()
+        for target, part in by_alias.items():
+            if target != self.alias:
+                inserted += self.deliver(target, part)
+                continue
+            answers = publish(
+                db, [JobRow.from_record(row) for row in part], now=self.now()
+            )
+            for row, answer in zip(part, answers, strict=True):
+                if not answer.deduped:
+                    inserted += 1
+                    queues.add(row["queue"])
+                elif answer.id != row["id"]:
+                    logger.info(
+                        "jobs.outbox.deduped",
+                        extra={
+                            "job_id": str(row["id"]),
+                            "job_name": row["name"],
+                            "held_by": str(answer.id),
+                        },
+                    )
+        return inserted, queues
+
+    def deliver(self, target: str, rows: list[StagedJob]) -> int:
+        """Q1: publish rows into another alias's queue exactly once, keyed on the
+        staged rows' ids there (outbox_deliver); answer how many jobs were written."""
+        db = self._targets.get(target)
+        if db is None:
+            name = f"ultimate_jobs relay {self.relay_id} to {target}"
+            db = self._targets[target] = DirectDatabase(
+                target, application_name=name[:63]
+            )
+        delivered = db.run(
+            OUTBOX_DELIVER,
+            now=self.now(),
+            **array_params([JobRow.from_record(row) for row in rows]),
+        )
+        written = sum(1 for row in delivered if row["inserted"])
+        logger.info(
+            "jobs.outbox.delivered",
+            extra={
+                "relay_id": self.relay_id,
+                "alias": target,
+                "rows": len(rows),
+                "received": len(delivered),
+                "inserted": written,
+            },
+        )
+        return written
 
     def claim(self, db: Database, token: str) -> list[StagedJob]:
         """Take the next batch under the pass's token; rows in publish order."""

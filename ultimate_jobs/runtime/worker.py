@@ -59,6 +59,7 @@ from ultimate_jobs.runtime.executor import Executor
 from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
+from ultimate_jobs.runtime.share import SlotShare
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
@@ -129,8 +130,14 @@ class Worker:
         lifecycle: Lifecycle | None = None,
         wake: Wake | None = None,
         limits: Limits | None = None,
+        alias: str | None = None,
+        share: SlotShare | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        # Q1: the alias whose queues this worker claims (DATABASE unless a process
+        # serves several, runtime/share.py), and the slots its claim loops share.
+        self.alias = alias or self.settings.DATABASE
+        self.share = share
         self.jobs = jobs
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
@@ -191,15 +198,18 @@ class Worker:
                 "worker_id": self.worker_id,
                 "queues": self.queues,
                 "concurrency": self.concurrency,
+                "alias": self.alias,
             },
         )
+        if self.share is not None:
+            self.share.on_free(self.wake)
         if self.notifications is not None:
             self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
             self.notifications.start()
         acks_db = self._database("acks")
         self._acks = Acks(acks_db, retry_for=self.settings.LEASE)
         pool = DatabasePool(
-            self.settings.DATABASE,
+            self.alias,
             size=min(self.settings.POOL_SIZE, self.concurrency),
             application_name=f"ultimate_jobs pool {self.worker_id}"[:63],
         )
@@ -294,8 +304,13 @@ class Worker:
                 # other can come free: waiting would only stall every claim.
                 self.lifecycle.wait(gather)
                 free = self._free_slots()
+            taken = free if self.share is None else self.share.take(free)
+            if taken <= 0:
+                self._wait(poll)  # the other aliases' loops hold every slot
+                continue
+            claimed = 0
             try:
-                claimed = self._claim(db, free)
+                claimed = self._claim(db, taken)
             except QueryError as exc:
                 failures += 1
                 pause = min(0.25 * 2 ** min(failures, 4), 5.0)
@@ -309,6 +324,9 @@ class Worker:
                 )
                 self.lifecycle.wait(pause)
                 continue
+            finally:
+                if self.share is not None:
+                    self.share.give(taken - claimed, wake=False)  # left unfilled
             if failures:
                 logger.info("jobs.db.reconnected", extra={"worker_id": self.worker_id})
                 failures = 0
@@ -470,6 +488,7 @@ class Worker:
         )
         executor = Executor(
             settler,
+            alias=self.alias,
             jobs=self.jobs,
             manage_connections=True,
             acks=self._acks,
@@ -516,6 +535,8 @@ class Worker:
             with self._lock:
                 self._held.pop(entry.row["id"], None)
                 self._idle_changed.notify_all()
+            if self.share is not None:
+                self.share.give(1)  # wakes the other aliases' claim loops too
             # A freed concurrency slot wakes the queue's workers, this one too (L1).
             release_slots(executor.settler.db, entry.row)
             capped = entry.row.get("lease_key") is not None
@@ -734,7 +755,7 @@ class Worker:
 
     def _database(self, purpose: str) -> DirectDatabase:
         return DirectDatabase(
-            self.settings.DATABASE,
+            self.alias,
             application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
         )
 

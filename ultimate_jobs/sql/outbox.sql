@@ -169,3 +169,39 @@ UPDATE ultimate_jobs_outbox AS outbox
    AND outbox.claimed_by = %(claimed_by)s::text
    AND outbox.published_at IS NULL
 RETURNING outbox.id;
+
+-- name: outbox_deliver :many
+-- Q1: publish rows an outbox on ANOTHER alias staged into this alias's queue, exactly
+-- once. One statement, so one transaction: a receipt per staged row's id (the dedupe
+-- key, ultimate_jobs_outbox_receipt) and the job rows of the ids that got a receipt
+-- now. A relay killed after this statement and before it marked the source rows
+-- delivers them again later and this statement finds every receipt taken: no job is
+-- written twice, even for a job that already finished and was purged. A row whose
+-- idempotency key a live job holds is received but inserts nothing (J2: deduped).
+-- Concurrent deliveries of one id wait on the receipt's key; the second writes
+-- nothing. Answers every id received now, whether it inserted a job; each queue that
+-- got a job is announced (N1) once per statement.
+WITH received AS (
+    INSERT INTO ultimate_jobs_outbox_receipt (id, received_at)
+    SELECT given.id, coalesce(%(now)s::timestamptz, now())
+      FROM unnest(%(id)s::uuid[]) AS given(id)
+        ON CONFLICT DO NOTHING
+    RETURNING id
+),
+input AS (
+    SELECT every.*
+      FROM ({{job_input}}) AS every
+     WHERE every.id IN (SELECT received.id FROM received)
+),
+inserted AS (
+    {{job_insert}}
+),
+woken AS (
+    SELECT pg_notify('ultimate_jobs_wake', due.queue)
+      FROM (SELECT DISTINCT inserted.queue FROM inserted) AS due
+)
+SELECT received.id,
+       received.id IN (SELECT inserted.id FROM inserted) AS inserted,
+       wake.announced
+  FROM received
+ CROSS JOIN (SELECT count(*) AS announced FROM woken) AS wake;

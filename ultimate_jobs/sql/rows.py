@@ -167,12 +167,22 @@ class OutboxId(TypedDict):
     id: uuid.UUID
 
 
+class Delivered(TypedDict):
+    """A row ``outbox_deliver`` answers: an id received now, and whether its job was
+    written (False: a live job holds its key, J2)."""
+
+    id: uuid.UUID
+    inserted: bool
+    announced: int
+
+
 JOB_ENQUEUE = typed("job_enqueue", Inserted)
 JOB_HOLDERS = typed("job_holders", Holder)
 OUTBOX_STAGE = typed("outbox_stage", Inserted)
 OUTBOX_CLAIM = typed("outbox_claim", StagedJob)
 OUTBOX_MARK_PUBLISHED = typed("outbox_mark_published", OutboxId)
 OUTBOX_RELEASE = typed("outbox_release", OutboxId)
+OUTBOX_DELIVER = typed("outbox_deliver", Delivered)
 
 
 # -- the scheduler (C3-C9) ---------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""Queues routed to database aliases (Q1), in one process on real PostgreSQL: where an
+enqueue writes, get and cancel by id on the routed alias, and the outbox across
+aliases (staged on the caller's alias, delivered into the queue's exactly once)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from tests.testapp.jobs import noop, touch
+from ultimate_jobs import api
+from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.models import Job, OutboxMessage, OutboxReceipt
+from ultimate_jobs.runtime.relay import Relay
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
+
+ROUTED = {"default": {}, "routed": {"database": "jobs_b"}}
+
+
+@pytest.fixture
+def routed(settings):
+    settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+
+
+@pytest.fixture
+def relay_of():
+    """A relay claiming one alias's outbox, on its own connection; closed at the end."""
+    made: list[tuple[Relay, DirectDatabase]] = []
+
+    def make(alias: str, relay_id: str = "r") -> Relay:
+        db = DirectDatabase(alias, application_name=f"test relay {relay_id}")
+        relay = Relay(relay_id=relay_id, db=db, alias=alias)
+        made.append((relay, db))
+        return relay
+
+    yield make
+    for relay, db in made:
+        db.close()
+        for target in relay._targets.values():
+            target.close()
+
+
+def ids(alias: str) -> set[uuid.UUID]:
+    return set(Job.objects.using(alias).values_list("id", flat=True))
+
+
+def test_an_enqueue_writes_only_to_its_queues_alias(routed):
+    """Q1: a routed queue's job lands in that alias's tables, any other on DATABASE."""
+    here = touch.enqueue(key="here", tenant="acme")
+    there = touch.using(queue="routed").enqueue(key="there", tenant="acme")
+    assert ids("default") == {here.id}
+    assert ids("jobs_b") == {there.id}
+    assert Job.objects.using("jobs_b").get().queue == "routed"
+
+
+def test_enqueue_many_writes_a_routed_batch_in_one_statement_on_its_alias(routed):
+    """Q1, H3: the batch goes to its queue's alias in one statement; dedupe by key
+    holds there as on DATABASE (J2)."""
+    batch = [{"key": f"k{i}", "tenant": "acme"} for i in range(5)]
+    with CaptureQueriesContext(connections["jobs_b"]) as seen:
+        first = touch.using(queue="routed").enqueue_many(batch)
+    inserts = [
+        q for q in seen.captured_queries if "INSERT INTO ultimate_jobs_job" in q["sql"]
+    ]
+    assert len(inserts) == 1
+    again = touch.using(queue="routed").enqueue_many(batch)
+    assert [a.id for a in again] == [a.id for a in first]
+    assert all(a.deduped for a in again)
+    assert ids("jobs_b") == {a.id for a in first}
+    assert ids("default") == set()
+
+
+def test_get_and_cancel_by_id_find_a_job_on_a_routed_alias(routed):
+    """Q1: the id is enough; the reads and the cancel look on every alias."""
+    there = touch.using(queue="routed").enqueue(key="there", tenant="acme")
+    assert api.get(there.id)["queue"] == "routed"
+    api.cancel(there.id, "not needed")
+    assert Job.objects.using("jobs_b").get().state == "cancelled"
+    assert api.get(there.id)["state"] == "cancelled"
+    assert not Job.objects.using("default").exists()
+
+
+def test_a_transactional_enqueue_stages_on_the_callers_alias(routed):
+    """Q1, O1: staged in the transaction the caller holds, on its alias; a rollback
+    removes it there."""
+    with transaction.atomic():  # the caller's transaction is on "default"
+        staged = touch.using(queue="routed").enqueue(key="s", tenant="acme")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        touch.using(queue="routed").enqueue(key="gone", tenant="acme")
+        raise RuntimeError
+    assert list(
+        OutboxMessage.objects.using("default").values_list("id", flat=True)
+    ) == [staged.id]
+    with transaction.atomic(using="jobs_b"):  # a transaction on the queue's own alias
+        own = touch.using(queue="routed").enqueue(key="own", tenant="acme")
+    assert OutboxMessage.objects.using("jobs_b").get().id == own.id
+    assert ids("default") == ids("jobs_b") == set()
+
+
+def test_the_relay_delivers_into_the_queues_alias_exactly_once(routed, relay_of):
+    """Q1, O2: the staged row's id is the dedupe key in the target (its receipt). A
+    pass that delivered but never marked (a relay killed in between) delivers nothing
+    the second time, even after the job finished and its row was purged."""
+    with transaction.atomic():
+        staged = [
+            touch.using(queue="routed").enqueue(key=f"k{i}", tenant="acme")
+            for i in range(3)
+        ]
+        local = noop.enqueue(key="local")
+    relay = relay_of("default")
+    done = relay.run_once()
+    assert (done.claimed, done.inserted, done.published) == (4, 4, 4)
+    assert ids("jobs_b") == {s.id for s in staged}
+    assert ids("default") == {local.id}
+    assert set(OutboxReceipt.objects.using("jobs_b").values_list("id", flat=True)) == {
+        s.id for s in staged
+    }
+    # As if killed before its mark: the rows are pending again, and the jobs are gone.
+    OutboxMessage.objects.using("default").update(
+        published_at=None, claimed_at=None, claimed_by=None
+    )
+    Job.objects.using("jobs_b").filter(pk=staged[0].id).delete()
+    again = relay.run_once()
+    assert (again.claimed, again.published) == (4, 4)
+    assert again.inserted == 0
+    assert ids("jobs_b") == {s.id for s in staged[1:]}
+    assert not OutboxMessage.objects.using("default").filter(published_at=None).exists()
+
+
+def test_a_relay_of_the_routed_alias_publishes_its_own_outbox(routed, relay_of):
+    """Q1: each alias's relay claims its own outbox; a row of a queue on that alias is
+    published there with the plain enqueue statement (no receipt needed)."""
+    with transaction.atomic(using="jobs_b"):
+        own = touch.using(queue="routed").enqueue(key="own", tenant="acme")
+    assert relay_of("default").run_once().claimed == 0
+    done = relay_of("jobs_b", "rb").run_once()
+    assert (done.claimed, done.inserted, done.published) == (1, 1, 1)
+    assert ids("jobs_b") == {own.id}
+    assert not OutboxReceipt.objects.using("jobs_b").exists()
