@@ -54,23 +54,66 @@ def _one(db: Database, query: str, column: str, **params: Any) -> int:
 
 
 def app_targets() -> list[PurgeTarget]:
-    """The targets of the app's hourly purge, built from the current settings."""
+    """The targets of the app's hourly purge, built from the current settings: those of
+    DATABASE, then (Q1) the same on every alias a queue is routed to, named
+    ``<target>@<alias>``, and the delivery receipts of every alias."""
     settings = get_settings()
-    db = DjangoDatabase(settings.DATABASE)
+    targets = _targets_on(settings, settings.DATABASE, events=True)
+    if len(settings.aliases) > 1:
+        targets.insert(2, _receipts(settings, settings.DATABASE, ""))
+        for alias in settings.aliases[1:]:
+            targets += _targets_on(settings, alias, events=False)
+            targets.append(_receipts(settings, alias, f"@{alias}"))
+    return targets
+
+
+def _receipts(settings: JobsSettings, alias: str, suffix: str) -> PurgeTarget:
+    db = DjangoDatabase(alias)
+    keep = settings.OUTBOX_RETENTION
+    return ExpiredRows(
+        f"receipts{suffix}",
+        lambda batch, now: _one(
+            db, "receipt_purge", "deleted", batch=batch, now=now, keep_seconds=keep
+        ),
+        lambda now: _one(
+            db,
+            "receipt_purge_left",
+            "left",
+            now=now,
+            keep_seconds=keep,
+            bound=LEFT_BOUND,
+        ),
+        settings,
+    )
+
+
+def _targets_on(
+    settings: JobsSettings, alias: str, *, events: bool
+) -> list[PurgeTarget]:
+    """The app's targets over one alias's tables; events live on DATABASE only."""
+    db = DjangoDatabase(alias)
+    suffix = "" if alias == settings.DATABASE else f"@{alias}"
     keep_outbox = settings.OUTBOX_RETENTION
 
     def left(query: str) -> Callable[[datetime], int]:
         return lambda now: _one(db, query, "left", now=now, bound=LEFT_BOUND)
 
+    jobs = JobRetention(db, settings=settings)
+    jobs.name = f"jobs{suffix}"
+    targets: list[PurgeTarget] = []
+    if events:
+        targets.append(
+            ExpiredRows(
+                "events",
+                lambda batch, now: purge_expired_events(batch, now=now),
+                left("event_purge_left"),
+                settings,
+            )
+        )
     return [
+        *targets,
         ExpiredRows(
-            "events",
-            lambda batch, now: purge_expired_events(batch, now=now),
-            left("event_purge_left"),
-            settings,
-        ),
-        ExpiredRows(
-            "outbox",
+            f"outbox{suffix}",
             lambda batch, now: _one(
                 db,
                 "outbox_purge_published",
@@ -89,9 +132,9 @@ def app_targets() -> list[PurgeTarget]:
             ),
             settings,
         ),
-        JobRetention(db, settings=settings),
+        jobs,
         ExpiredRows(
-            "workers",
+            f"workers{suffix}",
             lambda batch, now: _one(
                 db, "worker_purge", "deleted", batch=batch, now=now
             ),
@@ -99,7 +142,7 @@ def app_targets() -> list[PurgeTarget]:
             settings,
         ),
         ExpiredRows(
-            "leases",
+            f"leases{suffix}",
             lambda batch, now: LeaseStore(db).purge(batch=batch, now=now),
             left("lease_purge_left"),
             settings,

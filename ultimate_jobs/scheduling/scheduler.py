@@ -122,8 +122,12 @@ class Scheduler:
         clock: Callable[[], datetime] | None = None,
         holder: str | None = None,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        alias: str | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        # Q1: the alias this scheduler leads on (its leader lease and watermarks); it
+        # fires the rows of each occurrence whose queues live there.
+        self.alias = alias or self.settings.DATABASE
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
         self.tasks = task_registry
@@ -155,12 +159,16 @@ class Scheduler:
         owned = self._db is None
         if self._db is None:
             self._db = DirectDatabase(
-                self.settings.DATABASE, application_name="ultimate_jobs scheduler"
+                self.alias, application_name="ultimate_jobs scheduler"
             )
         self.listen()
         logger.info(
             "jobs.scheduler.started",
-            extra={"holder": self.holder, "tasks": len(self.tasks)},
+            extra={
+                "holder": self.holder,
+                "tasks": len(self.tasks),
+                "alias": self.alias,
+            },
         )
         try:
             while not self.lifecycle.stopping.is_set():
@@ -198,7 +206,7 @@ class Scheduler:
     def db(self) -> Database:
         if self._db is None:
             self._db = DirectDatabase(
-                self.settings.DATABASE, application_name="ultimate_jobs scheduler"
+                self.alias, application_name="ultimate_jobs scheduler"
             )
         return self._db
 
@@ -515,6 +523,16 @@ class Scheduler:
         correlation = f"{entry.key}@{occurrence.astimezone(UTC).isoformat()}"[:255]
         for handle, kwargs in entry.entries(occurrence):
             for row in build_rows(handle, [kwargs]):
+                if self.settings.database_for(row.queue) != self.alias:
+                    # Q1: a task's rows of another alias are fired by that alias's
+                    # leader. A runtime schedule is stored on DATABASE only, so its
+                    # rows of a routed queue are fired nowhere: said loudly.
+                    if entry.kind != "task":
+                        logger.error(
+                            "jobs.scheduler.routed-schedule",
+                            extra={"task": entry.key, "queue": row.queue},
+                        )
+                    continue
                 rows.append(
                     row._replace(
                         idempotency_key=occurrence_key(row.idempotency_key, occurrence),

@@ -267,3 +267,34 @@ SELECT count(*) AS left
             WHERE stale.expires_at < coalesce(%(now)s::timestamptz, now())
             LIMIT %(bound)s::integer
        ) AS aged;
+
+-- name: receipt_purge :one
+-- Q1: delete up to `batch` outbox receipts older than `keep_seconds` before the pass's
+-- clock, oldest first. A receipt guards a delivery until the relay marked its source
+-- row, one lease later at most; it is kept as long as the published outbox rows are.
+WITH gone AS (
+    DELETE FROM ultimate_jobs_outbox_receipt AS receipt
+     WHERE receipt.id IN (
+               SELECT aged.id
+                 FROM ultimate_jobs_outbox_receipt AS aged
+                WHERE aged.received_at < coalesce(%(now)s::timestamptz, now())
+                      - make_interval(secs => %(keep_seconds)s::double precision)
+                ORDER BY aged.received_at
+                LIMIT %(batch)s::integer
+                  FOR UPDATE SKIP LOCKED
+           )
+    RETURNING receipt.id
+)
+SELECT count(*) AS deleted
+  FROM gone;
+
+-- name: receipt_purge_left :one
+-- What receipt_purge still matches, counted up to `bound`.
+SELECT count(*) AS left
+  FROM (
+           SELECT 1
+             FROM ultimate_jobs_outbox_receipt AS aged
+            WHERE aged.received_at < coalesce(%(now)s::timestamptz, now())
+                  - make_interval(secs => %(keep_seconds)s::double precision)
+            LIMIT %(bound)s::integer
+       ) AS aged;
