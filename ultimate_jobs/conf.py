@@ -11,13 +11,15 @@ value, which checks.py reports as ultimate_jobs.E002 at `manage.py check`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import difflib
 import functools
 import ipaddress
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import environ
@@ -488,12 +490,44 @@ def load_settings(
 
 
 @functools.cache
-def get_settings() -> JobsSettings:
-    """Answer the effective settings, validated; cached until ULTIMATE_JOBS changes."""
+def _loaded() -> JobsSettings:
     return load_settings(getattr(settings, "ULTIMATE_JOBS", {}))
+
+
+# Q1: the alias an operator surface reads and moves jobs on (``jobs --database``).
+_READING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ultimate_jobs_reading", default=None
+)
+
+
+def get_settings() -> JobsSettings:
+    """Answer the effective settings, validated; cached until ULTIMATE_JOBS changes.
+    Inside ``on_alias(alias)`` their DATABASE is that alias."""
+    loaded = _loaded()
+    alias = _READING.get()
+    if alias is None or alias == loaded.DATABASE:
+        return loaded
+    return dataclasses.replace(loaded, DATABASE=alias)
+
+
+@contextlib.contextmanager
+def on_alias(alias: str) -> Iterator[None]:
+    """Run the operator reads and verbs inside on ``alias``'s jobs tables (Q1): an
+    alias of DATABASES that holds jobs tables (``aliases``), else X_CONFIGURATION."""
+    if alias not in _loaded().aliases:
+        raise ConfigurationError(
+            "--database",
+            alias,
+            f"not an alias that holds jobs tables (known: {', '.join(_loaded().aliases)})",
+        )
+    token = _READING.set(alias)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 @receiver(setting_changed)
 def _forget_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "ULTIMATE_JOBS":
-        get_settings.cache_clear()
+        _loaded.cache_clear()

@@ -193,11 +193,21 @@ def check(
     database: Database | None = None,
     now: datetime | None = None,
 ) -> Readiness:
-    """``readiness`` with thresholds already checked."""
-    db = database or DjangoDatabase(get_settings().DATABASE)
-    stats = queue_health(db, queues=thresholds.queues, now=now)
-    workers = live_workers(db, now=now)
-    return judge(stats, workers, thresholds)
+    """``readiness`` with thresholds already checked: over ``database``, or over every
+    alias that holds jobs tables (Q1). A worker serving queues on several aliases is
+    registered on each, under one id: it counts once."""
+    if database is not None:
+        dbs: list[Database] = [database]
+    else:
+        dbs = [DjangoDatabase(alias) for alias in get_settings().aliases]
+    stats = []
+    workers: dict[str, LiveWorker] = {}
+    for db in dbs:
+        stats += queue_health(db, queues=thresholds.queues, now=now)
+        for worker in live_workers(db, now=now):
+            workers.setdefault(worker.id, worker)
+    stats.sort(key=lambda queue: queue.queue)
+    return judge(stats, list(workers.values()), thresholds)
 
 
 def register_check(

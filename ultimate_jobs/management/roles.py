@@ -78,7 +78,9 @@ class Together:
                 self.lifecycle.stop()  # one loop ending ends its siblings too
 
         threads = [
-            threading.Thread(target=run, args=(member,), name=f"jobs-{self.name}")
+            threading.Thread(
+                target=run, args=(member,), name=f"jobs-{self.name}", daemon=True
+            )
             for member in self.members[1:]
         ]
         for thread in threads:
@@ -121,9 +123,20 @@ def _worker(options: RoleOptions) -> Role:
 
 
 def _scheduler(options: RoleOptions) -> Role:
-    return Scheduler(
-        settings=options.settings, lifecycle=options.lifecycle, wake=options.wake
-    )
+    """One Scheduler per alias that holds jobs tables (Q1), each competing for its own
+    alias's leader lease and firing the rows of the queues that live there."""
+    schedulers = [
+        Scheduler(
+            settings=options.settings,
+            lifecycle=options.lifecycle,
+            wake=options.wake_of(alias),
+            alias=alias,
+        )
+        for alias in options.settings.aliases
+    ]
+    if len(schedulers) == 1:
+        return schedulers[0]
+    return Together("scheduler", schedulers, options.lifecycle)
 
 
 def _relay(options: RoleOptions) -> Role:

@@ -183,7 +183,9 @@ class QueueCollector:
     """Queue gauges, computed at scrape time with one grouped statement.
 
     Every queue a job declares (and every queue of the ``QUEUES`` setting) is reported,
-    at 0 when it holds nothing, so a drained queue reads 0 rather than vanishing. A
+    at 0 when it holds nothing, so a drained queue reads 0 rather than vanishing. With
+    queues routed to several aliases (Q1) each alias is read for its own queues; a
+    queue lives on one alias, so its name stays the only label. A
     failed read is logged (``jobs.metrics.collect-failed``) and leaves the gauges out
     of that scrape; the rest of the scrape is served.
     """
@@ -197,9 +199,19 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Metric]:
         settings = get_settings()
-        db = self.database or DjangoDatabase(settings.DATABASE)
+        known = [*registry.queues(), *settings.QUEUES]
+        if self.database is not None:
+            where = [(self.database, known)]
+        else:  # Q1: every alias, each reporting the known queues that live there
+            where = [
+                (
+                    DjangoDatabase(alias),
+                    [q for q in known if settings.database_for(q) == alias],
+                )
+                for alias in settings.aliases
+            ]
         try:
-            stats = queue_health(db, known=[*registry.queues(), *settings.QUEUES])
+            stats = [s for db, names in where for s in queue_health(db, known=names)]
         except QueryError as exc:
             logger.warning("jobs.metrics.collect-failed", extra={"error": str(exc)})
             return

@@ -17,6 +17,7 @@ from django.utils.timezone import is_aware, make_aware
 from ultimate_jobs import api
 from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.api.overview import declared_queues
+from ultimate_jobs.conf import on_alias
 from ultimate_jobs.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
 
@@ -92,6 +93,11 @@ class Command(BaseCommand):
     help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters, manifest."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--database",
+            help="the alias whose jobs tables to read and act on, before the verb "
+            "(default: DATABASE; Q1: an alias a queue is routed to)",
+        )
         verbs = parser.add_subparsers(
             dest="verb", required=True, help="what to do (each verb has its --help)"
         )
@@ -206,7 +212,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
         try:
-            result = getattr(self, f"do_{verb}")(options)
+            if options.get("database"):
+                with on_alias(options["database"]):
+                    result = getattr(self, f"do_{verb}")(options)
+            else:
+                result = getattr(self, f"do_{verb}")(options)
         except JobsError as exc:
             if options.get("json"):
                 self.stdout.write(
