@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import api
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.models import Job, OutboxMessage, OutboxReceipt
+from ultimate_jobs.models import Job, JobAction, OutboxMessage, OutboxReceipt
 from ultimate_jobs.runtime.relay import Relay
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
@@ -141,3 +141,28 @@ def test_a_relay_of_the_routed_alias_publishes_its_own_outbox(routed, relay_of):
     assert (done.claimed, done.inserted, done.published) == (1, 1, 1)
     assert ids("jobs_b") == {own.id}
     assert not OutboxReceipt.objects.using("jobs_b").exists()
+
+
+def test_retry_promote_and_remove_by_id_act_on_the_routed_alias(routed):
+    """Q1, P2: the by-id verbs move the job where it lives, and record who did it
+    there."""
+    later = touch.using(queue="routed", delay="1h").enqueue(key="later", tenant="acme")
+    api.promote(later.id, actor="ops")
+    assert Job.objects.using("jobs_b").get(pk=later.id).state == "ready"
+    api.cancel(later.id, "wrong input", actor="ops")
+    run_id = api.retry(later.id, actor="ops")
+    job = Job.objects.using("jobs_b").get(pk=later.id)
+    assert (job.state, job.run_id) == ("ready", run_id)
+    api.cancel(later.id, "again", actor="ops")
+    api.remove(later.id, actor="ops")
+    assert not Job.objects.using("jobs_b").exists()
+    assert not Job.objects.using("default").exists()
+    actions = JobAction.objects.using("jobs_b").order_by("id")
+    assert [a.action for a in actions] == [
+        "promote",
+        "cancel",
+        "retry",
+        "cancel",
+        "remove",
+    ]
+    assert not JobAction.objects.using("default").exists()

@@ -21,7 +21,7 @@ import psycopg
 from django.db import transaction
 
 from ultimate_jobs.api.reads import find_job, locate, parse_job_id
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import get_settings, on_alias
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
@@ -124,6 +124,11 @@ def retry(
     who = operator_of(actor)
     if from_step is not None:
         check_text(from_step, field="from_step", max_length=200)
+    with on_alias(locate(pk)):  # Q1: on the alias that holds the job
+        return _retry(pk, from_step, who)
+
+
+def _retry(pk: uuid.UUID, from_step: str | None, who: Operator) -> uuid.UUID:
     with transaction.atomic(using=get_settings().DATABASE):
         if from_step is None:
             run_id = _requeue(pk)
@@ -276,7 +281,7 @@ def remove(job_id: object, *, actor: Any = None) -> None:
     recorded, and the record outlives the job (see the module)."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
-    with transaction.atomic(using=get_settings().DATABASE):
+    with on_alias(locate(pk)), transaction.atomic(using=get_settings().DATABASE):
         job = _name_of(pk)
         if _db().run(QUERIES["job_remove"], id=pk):
             _record(job, pk, "remove", who, "")
@@ -288,7 +293,7 @@ def promote(job_id: object, *, actor: Any = None) -> None:
     """Make a job that waits on its run time due now. ``actor`` is recorded."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
-    with transaction.atomic(using=get_settings().DATABASE):
+    with on_alias(locate(pk)), transaction.atomic(using=get_settings().DATABASE):
         if _db().run(QUERIES["job_promote"], id=pk, now=None):
             _record(_name_of(pk), pk, "promote", who, "")
             return
