@@ -10,11 +10,14 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
+from tests.testapp.durable_jobs import await_payment, events
 from tests.testapp.jobs import noop, touch
-from ultimate_jobs import api
+from ultimate_jobs import api, publish_event
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.models import Job, JobAction, OutboxMessage, OutboxReceipt
+from ultimate_jobs.durable.events import reset_events
+from ultimate_jobs.models import Event, Job, JobAction, OutboxMessage, OutboxReceipt
 from ultimate_jobs.runtime.relay import Relay
+from ultimate_jobs.testing import JobsTestRunner
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
 
@@ -166,3 +169,40 @@ def test_retry_promote_and_remove_by_id_act_on_the_routed_alias(routed):
         "remove",
     ]
     assert not JobAction.objects.using("default").exists()
+
+
+def test_an_event_reaches_the_wait_of_a_job_on_a_routed_alias(settings):
+    """Q1, S4: every alias has its own events; a publication is written on each, so
+    the wait of a job on a routed alias is woken and answered there."""
+    settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+    answer = await_payment.using(queue="routed").enqueue(key="w", order="o-1")
+    # run it as jobs_b's worker would: a runner over that alias, serving the queue
+    settings.ULTIMATE_JOBS = {"DATABASE": "jobs_b"}
+    assert [str(a.outcome) for a in JobsTestRunner().run(queues=["routed"])] == [
+        "suspended"
+    ]
+    settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+    published = publish_event("order.paid", {"order": "o-1", "amount": 4})
+    assert published.woken == 1  # the wait on jobs_b
+    assert [Event.objects.using(a).count() for a in ("default", "jobs_b")] == [1, 1]
+    settings.ULTIMATE_JOBS = {"DATABASE": "jobs_b"}
+    assert [str(a.outcome) for a in JobsTestRunner().run(queues=["routed"])] == [
+        "completed"
+    ]
+    assert events("w") == ["asked", "asked", "paid:4"]
+    assert Job.objects.using("jobs_b").get(pk=answer.id).state == "done"
+    settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+    assert reset_events() == 2  # the seam between tests forgets them on every alias
+
+
+def test_a_publication_in_a_transaction_reaches_other_aliases_when_it_commits(routed):
+    """Q1, S4: the other aliases get the event after the caller's commit, and a
+    rolled-back publication reaches none."""
+    with transaction.atomic():
+        publish_event("order.paid", {"order": "o-2"})
+        assert Event.objects.using("jobs_b").count() == 0
+    assert [Event.objects.using(a).count() for a in ("default", "jobs_b")] == [1, 1]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        publish_event("order.paid", {"order": "o-3"})
+        raise RuntimeError("rolled back")
+    assert [Event.objects.using(a).count() for a in ("default", "jobs_b")] == [1, 1]

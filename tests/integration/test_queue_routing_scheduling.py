@@ -90,7 +90,7 @@ def test_each_alias_has_its_own_leader_and_fires_its_own_rows_once(both_queues):
 
 def test_the_app_purge_trims_every_aliass_tables(settings):
     """Q1, F3: the app's purge has the same targets on each routed alias (named
-    <target>@<alias>), and the delivery receipts of every alias."""
+    <target>@<alias>, its events included), and the delivery receipts of every alias."""
     now = datetime.now(UTC)
     for alias in ("default", "jobs_b"):
         settings.ULTIMATE_JOBS = {"DATABASE": alias}
@@ -111,6 +111,7 @@ def test_the_app_purge_trims_every_aliass_tables(settings):
         "jobs",
         "workers",
         "leases",
+        "events@jobs_b",
         "outbox@jobs_b",
         "jobs@jobs_b",
         "workers@jobs_b",
@@ -125,6 +126,7 @@ def test_the_app_purge_trims_every_aliass_tables(settings):
         "jobs": 1,
         "workers": 1,
         "leases": 1,
+        "events@jobs_b": 1,
         "outbox@jobs_b": 1,
         "jobs@jobs_b": 1,
         "workers@jobs_b": 1,

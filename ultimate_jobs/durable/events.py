@@ -16,6 +16,11 @@ A second statement, with a fresh snapshot, wakes the waits that raced the first 
 sql/events.sql); waits still running are never locked, so a long transaction around a
 publication cannot hold up their workers' heartbeats. ``event_poll`` stays the
 guarantee behind the wake.
+
+With queues on several aliases (Q1) every alias holds its own event table, read by the
+waits of the jobs it holds: a publication is written on ``DATABASE`` in the caller's
+transaction, and on each other alias once that commits (at once outside a
+transaction), so a rolled-back publication reaches no alias.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from django.db import connections, transaction
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
@@ -120,23 +127,37 @@ def publish_event(
         if retention is None
         else parse_duration(retention, field="retention")
     )
-    db = DjangoDatabase(settings.DATABASE)
-    [row] = db.run(
-        QUERIES["event_publish"],
-        name=name,
-        payload=encoded,
-        tenant_id=tenant_id,
-        retention=seconds,
-        now=None,
-    )
+    publish = {"name": name, "payload": encoded, "tenant_id": tenant_id}
+    first = _publish(settings.DATABASE, retention=seconds, **publish)
+    others = settings.aliases[1:]
+    if not others:
+        return first
+    if connections[settings.DATABASE].in_atomic_block:
+        # Q1: the other aliases get it once the caller's transaction commits.
+        transaction.on_commit(
+            lambda: [_publish(a, retention=seconds, **publish) for a in others],
+            using=settings.DATABASE,
+        )
+        return first
+    woken = sum(_publish(a, retention=seconds, **publish).woken for a in others)
+    return Published(id=first.id, woken=first.woken + woken)
+
+
+def _publish(alias: str, **params: Any) -> Published:
+    """One alias's publication and wake; ``id`` is that alias's event row."""
+    db = DjangoDatabase(alias)
+    [row] = db.run(QUERIES["event_publish"], now=None, **params)
     # A fresh snapshot (READ COMMITTED) for the waits that raced the first statement.
     [late] = db.run(QUERIES["event_wake"], id=row["id"], now=None)
     return Published(id=row["id"], woken=row["woken"] + late["woken"])
 
 
-def purge_expired_events(limit: int = PURGE_BATCH, *, now: Any = None) -> int:
-    """Delete up to ``limit`` expired events; answers how many went (for the purge)."""
-    rows = DjangoDatabase(get_settings().DATABASE).run(
+def purge_expired_events(
+    limit: int = PURGE_BATCH, *, now: Any = None, alias: str | None = None
+) -> int:
+    """Delete up to ``limit`` expired events of ``alias`` (DATABASE by default);
+    answers how many went (for the purge)."""
+    rows = DjangoDatabase(alias or get_settings().DATABASE).run(
         QUERIES["event_purge"], limit=limit, now=now
     )
     return len(rows)
@@ -146,4 +167,7 @@ def reset_events() -> int:
     """Delete every event: the seam between tests that share a database (answers how
     many went). An event stays matchable until it expires, so one test's publication
     would otherwise answer the next test's wait. Not for production."""
-    return len(DjangoDatabase(get_settings().DATABASE).run(QUERIES["event_reset"]))
+    return sum(
+        len(DjangoDatabase(alias).run(QUERIES["event_reset"]))
+        for alias in get_settings().aliases
+    )

@@ -58,11 +58,11 @@ def app_targets() -> list[PurgeTarget]:
     DATABASE, then (Q1) the same on every alias a queue is routed to, named
     ``<target>@<alias>``, and the delivery receipts of every alias."""
     settings = get_settings()
-    targets = _targets_on(settings, settings.DATABASE, events=True)
+    targets = _targets_on(settings, settings.DATABASE)
     if len(settings.aliases) > 1:
         targets.insert(2, _receipts(settings, settings.DATABASE, ""))
         for alias in settings.aliases[1:]:
-            targets += _targets_on(settings, alias, events=False)
+            targets += _targets_on(settings, alias)
             targets.append(_receipts(settings, alias, f"@{alias}"))
     return targets
 
@@ -87,10 +87,8 @@ def _receipts(settings: JobsSettings, alias: str, suffix: str) -> PurgeTarget:
     )
 
 
-def _targets_on(
-    settings: JobsSettings, alias: str, *, events: bool
-) -> list[PurgeTarget]:
-    """The app's targets over one alias's tables; events live on DATABASE only."""
+def _targets_on(settings: JobsSettings, alias: str) -> list[PurgeTarget]:
+    """The app's targets over one alias's tables (each alias has its own events)."""
     db = DjangoDatabase(alias)
     suffix = "" if alias == settings.DATABASE else f"@{alias}"
     keep_outbox = settings.OUTBOX_RETENTION
@@ -100,18 +98,13 @@ def _targets_on(
 
     jobs = JobRetention(db, settings=settings)
     jobs.name = f"jobs{suffix}"
-    targets: list[PurgeTarget] = []
-    if events:
-        targets.append(
-            ExpiredRows(
-                "events",
-                lambda batch, now: purge_expired_events(batch, now=now),
-                left("event_purge_left"),
-                settings,
-            )
-        )
     return [
-        *targets,
+        ExpiredRows(
+            f"events{suffix}",
+            lambda batch, now: purge_expired_events(batch, now=now, alias=alias),
+            left("event_purge_left"),
+            settings,
+        ),
         ExpiredRows(
             f"outbox{suffix}",
             lambda batch, now: _one(
