@@ -10,6 +10,8 @@ databases migrated with ``migrate --database`` per alias:
 * ``spread``: queue ``simI`` routed to server I (``QUEUES``' mapping form); every worker
   process serves every queue, so it runs a claim loop and a LISTEN per server under one
   slot budget;
+* ``dedicated``: routed as ``spread``, but worker process I serves only queue
+  ``sim<I mod servers>`` (``--queues``), so no process splits its slots over servers;
 * ``one``: every queue on the first server, the baseline.
 
 In each layout ``--jobs`` no-op jobs are enqueued evenly over the queues with
@@ -46,7 +48,7 @@ from benchmarks.record import Records
 from benchmarks.systems.base import MANAGE, REPO
 
 SETTINGS = "benchmarks.settings_servers"
-LAYOUTS = ("spread", "one")
+LAYOUTS = ("spread", "dedicated", "one")
 CHUNK = 1_000
 DONE_STATES = ("done",)
 
@@ -141,7 +143,7 @@ class Layout:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": SETTINGS,
             "SIM_SERVERS": ",".join(self.dsns),
-            "SIM_LAYOUT": name,
+            "SIM_LAYOUT": "one" if name == "one" else "spread",
             "SIM_LEASE": str(args.lease),
             RECORD_ENV: self.records,
             "PYTHONPATH": str(REPO),
@@ -170,7 +172,7 @@ class Layout:
             raise SystemExit(f"{command} failed ({self.name}):\n{done.stderr}")
         return done.stdout
 
-    def start_worker(self) -> None:
+    def start_worker(self, index: int) -> None:
         argv = [
             sys.executable,
             MANAGE,
@@ -178,6 +180,8 @@ class Layout:
             "--concurrency",
             str(self.args.concurrency),
         ]
+        if self.name == "dedicated":
+            argv += ["--queues", f"sim{index % len(self.dsns)}"]
         self.workers.append(
             subprocess.Popen(
                 argv,
@@ -244,8 +248,8 @@ class Layout:
         outcome.enqueue_per_s = args.jobs / enqueue_seconds
         before = self.xacts()
         records = Records(self.records)
-        for _ in range(args.workers):
-            self.start_worker()
+        for index in range(args.workers):
+            self.start_worker(index)
         # Deadline: the drain at a floor of 20 jobs/s, plus the killed worker's lease.
         deadline = time.monotonic() + args.jobs / 20 + 4 * args.lease + 120
         killed = False
@@ -255,7 +259,7 @@ class Layout:
                 if not killed and len(records.items) >= args.jobs // 3:
                     os.killpg(self.workers[0].pid, signal.SIGKILL)
                     self.workers[0].wait()
-                    self.start_worker()
+                    self.start_worker(0)
                     killed = True
                 if time.monotonic() > deadline:
                     break
@@ -287,7 +291,7 @@ class Layout:
                 attempts[n] = attempt
                 if state not in DONE_STATES:
                     outcome.stuck += 1
-                expected = queue_of(n, queues) if self.name == "spread" else 0
+                expected = queue_of(n, queues) if self.name != "one" else 0
                 if server != expected or queue != f"sim{queue_of(n, queues)}":
                     outcome.misrouted += 1
         outcome.lost = sum(1 for n in range(self.args.jobs) if runs[n] == 0)
