@@ -7,7 +7,8 @@
 Django's own ``@task`` functions then run on ``manage.py jobs_worker``: each enqueue is
 one job of the bridge job ``ultimate_jobs.django_task`` (declared below) on the task's
 ``queue_name``, with its priority and ``run_after``; the result id is the job id.
-``get_result(id)`` answers a ``TaskResult`` read from the job row, or, for an enqueue
+``get_result(id)`` answers a ``TaskResult`` read from the job row (in the hot table or
+in history, Q2), or, for an enqueue
 staged in the outbox by a transaction that has not been relayed yet (O1), from the
 outbox row (READY). The task is answered as it was enqueued: the settings given to
 ``.using()`` (priority, queue_name, run_after, backend) are kept in the job's input.
@@ -34,7 +35,8 @@ from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import job
 from ultimate_jobs.exceptions import InvalidQueueName
-from ultimate_jobs.models import Job, JobState, OutboxMessage
+from ultimate_jobs.models import Job, JobHistory, JobState, OutboxMessage
+from ultimate_jobs.models.history import as_job
 from ultimate_jobs.signals import job_settled
 
 if TYPE_CHECKING:
@@ -143,6 +145,9 @@ def find_result(
     row = Job.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
     if row is not None:
         return task_result(row, task=task)
+    moved = JobHistory.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
+    if moved is not None:  # Q2: finished, and moved to history since
+        return task_result(as_job(moved), task=task)
     staged = OutboxMessage.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
     if staged is None:
         return None  # never enqueued, rolled back, or purged

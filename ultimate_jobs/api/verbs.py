@@ -111,7 +111,8 @@ def retry(
     """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
 
     Its completed steps replay from storage; ``from_step`` drops that step and every
-    later one first, so they run again (P2). A live job is JobNotRequeueable; one whose
+    later one first, so they run again (P2). A job in history (Q2) is moved back to
+    the hot table with its steps, attempts and logs in the same transaction. A live job is JobNotRequeueable; one whose
     key a live job now holds is JobDuplicate. ``actor`` is recorded (see the module).
     """
     pk = parse_job_id(job_id)
@@ -119,6 +120,9 @@ def retry(
     if from_step is not None:
         check_text(from_step, field="from_step", max_length=200)
     with transaction.atomic(using=get_settings().DATABASE):
+        # Q2: a job in history moves back to the hot table first, with its steps;
+        # a refused retry rolls the move back with it.
+        _db().run(QUERIES["history_restore"], id=pk)
         if from_step is None:
             run_id = _requeue(pk)
         else:

@@ -11,15 +11,22 @@ made here (H5), and that is the key Django is told.
 
 ``trail`` holds what the hot table kept beside the row and deleted with it: the job's
 ``steps``, ``attempts`` and run ``logs``, each a list of that table's rows as JSON;
-the readers turn them back into rows (sql/history.sql, history_steps and friends) and a
-retry moves them back with the job (history_restore).
+the readers turn them back into rows (``as_job``) and a retry moves them back with
+the job (sql/history.sql, history_restore).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
-from ultimate_jobs.models.jobs import JobColumns, JobManager
+from ultimate_jobs.models.attempts import Attempt
+from ultimate_jobs.models.jobs import Job, JobColumns, JobStep
+from ultimate_jobs.models.readable import ReadableQuerySet
+from ultimate_jobs.models.runlogs import RunLog
+
+HistoryManager = models.Manager.from_queryset(ReadableQuerySet)
 
 
 class JobHistory(JobColumns):
@@ -28,7 +35,7 @@ class JobHistory(JobColumns):
     trail = models.JSONField(default=dict)
     moved_at = models.DateTimeField()
 
-    objects = JobManager()
+    objects = HistoryManager()
 
     class Meta(JobColumns.Meta):
         abstract = False
@@ -39,3 +46,48 @@ class JobHistory(JobColumns):
 
     def __str__(self) -> str:
         return f"{self.name} {self.id} ({self.state}, history)"
+
+
+def _rows(model: type[models.Model], stored: Any) -> list[Any]:
+    """The rows ``trail`` kept of one table, as unsaved instances of its model (each
+    value read back by its field, the way the database would have answered it)."""
+    out = []
+    for item in stored if isinstance(stored, list) else []:
+        values = {
+            field.attname: field.to_python(item.get(field.column))
+            for field in model._meta.concrete_fields
+        }
+        row = model(**values)
+        row._state.adding = False
+        out.append(row)
+    return out
+
+
+def _cache(job: Job, accessor: str, model: type[models.Model], rows: list[Any]) -> None:
+    """What ``prefetch_related(accessor)`` leaves: ``job.<accessor>.all()`` answers
+    ``rows`` without a query (the hot copies were deleted with the move)."""
+    cached = model._default_manager.using(job._state.db).filter(job_id=job.id)
+    cached._result_cache = rows
+    cached._prefetch_done = True  # type: ignore[attr-defined]
+    job._prefetched_objects_cache[accessor] = cached  # type: ignore[attr-defined]
+
+
+def as_job(row: JobHistory) -> Job:
+    """A job in history as a ``Job`` every reader of the hot table can show: the same
+    columns, and its steps, attempts and run logs (``job.steps.all()``,
+    ``job.attempts.all()``, ``job.logs.all()``) read from ``trail``. Never saved: a
+    retry moves the row back first (sql/history.sql, history_restore)."""
+    job = Job(
+        **{
+            field.attname: getattr(row, field.attname)
+            for field in Job._meta.concrete_fields
+        }
+    )
+    job._state.adding = False
+    job._state.db = row._state.db
+    job._prefetched_objects_cache = {}  # type: ignore[attr-defined]
+    trail = row.trail if isinstance(row.trail, dict) else {}
+    _cache(job, "steps", JobStep, _rows(JobStep, trail.get("steps")))
+    _cache(job, "attempts", Attempt, _rows(Attempt, trail.get("attempts")))
+    _cache(job, "logs", RunLog, _rows(RunLog, trail.get("logs")))
+    return job

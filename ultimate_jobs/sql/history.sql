@@ -111,12 +111,11 @@ SELECT (SELECT count(*) FROM kept) AS moved;
 -- Move ONE job back from history into the hot table, with its steps, attempts and
 -- run-log lines (a retry of a job in history, P2): one statement, so the job is in
 -- exactly one table whatever happens. The caller runs it in the transaction of the
--- retry: a refused requeue rolls the restore back too. `since` is the job's creation
--- time (from its uuid7 id, H5): it finished after it, so only those days are read.
+-- retry: a refused requeue rolls the restore back too. One probe of each day's
+-- primary key (id, finished_at): the id alone does not say the day.
 WITH gone AS (
     DELETE FROM ultimate_jobs_job_history AS history
      WHERE history.id = %(id)s::uuid
-       AND history.finished_at >= %(since)s::timestamptz
     RETURNING history.*
 ),
 back AS (
@@ -156,37 +155,3 @@ SELECT (SELECT count(*) FROM gone) AS restored,
        (SELECT count(*) FROM steps) AS steps,
        (SELECT count(*) FROM attempts) AS attempts,
        (SELECT count(*) FROM logs) AS logs;
-
--- name: history_steps :many
--- The steps a job in history kept, as rows of ultimate_jobs_step, oldest first.
-SELECT step.*
-  FROM ultimate_jobs_job_history AS history
- CROSS JOIN LATERAL jsonb_populate_recordset(
-           NULL::ultimate_jobs_step, history.trail -> 'steps'
-       ) AS step
- WHERE history.id = %(id)s::uuid
-   AND history.finished_at >= %(since)s::timestamptz
- ORDER BY step.id;
-
--- name: history_attempts :many
--- The attempts a job in history kept, as rows of ultimate_jobs_attempt, oldest first.
-SELECT attempt.*
-  FROM ultimate_jobs_job_history AS history
- CROSS JOIN LATERAL jsonb_populate_recordset(
-           NULL::ultimate_jobs_attempt, history.trail -> 'attempts'
-       ) AS attempt
- WHERE history.id = %(id)s::uuid
-   AND history.finished_at >= %(since)s::timestamptz
- ORDER BY attempt.id;
-
--- name: history_logs :many
--- The run-log lines a job in history kept, as rows of ultimate_jobs_run_log, oldest
--- first.
-SELECT log.*
-  FROM ultimate_jobs_job_history AS history
- CROSS JOIN LATERAL jsonb_populate_recordset(
-           NULL::ultimate_jobs_run_log, history.trail -> 'logs'
-       ) AS log
- WHERE history.id = %(id)s::uuid
-   AND history.finished_at >= %(since)s::timestamptz
- ORDER BY log.id;
