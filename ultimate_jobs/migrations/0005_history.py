@@ -6,7 +6,8 @@ attempts and run-log lines as JSON) and ``moved_at``; it is partitioned by range
 There is no DEFAULT partition: attaching a day would then scan it under a lock. Two
 functions manage the days: ``ultimate_jobs_history_ensure(first, last)`` creates the
 missing days in a range (idempotent, safe against a concurrent caller) and
-``ultimate_jobs_history_drop_before(day)`` drops every whole day before ``day``.
+``ultimate_jobs_history_drop_before(day)`` drops every whole day before ``day``
+(answering how many rows they held).
 Django cannot declare a partitioned table, so the model is unmanaged and the table is
 ``RunSQL``; the indexes are the parent's, so every partition gets them.
 """
@@ -87,10 +88,11 @@ END
 $$;
 
 CREATE FUNCTION ultimate_jobs_history_drop_before(horizon date)
-RETURNS integer LANGUAGE plpgsql AS $$
+RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     part text;
-    dropped integer := 0;
+    counted bigint;
+    dropped bigint := 0;
 BEGIN
     FOR part IN
         SELECT child.relname
@@ -101,8 +103,9 @@ BEGIN
            AND to_date(right(child.relname, 8), 'YYYYMMDD') < horizon
          ORDER BY child.relname
     LOOP
+        EXECUTE format('SELECT count(*) FROM %I', part) INTO counted;
         EXECUTE format('DROP TABLE IF EXISTS %I', part);
-        dropped := dropped + 1;
+        dropped := dropped + counted;
     END LOOP;
     RETURN dropped;
 END

@@ -155,3 +155,159 @@ SELECT (SELECT count(*) FROM gone) AS restored,
        (SELECT count(*) FROM steps) AS steps,
        (SELECT count(*) FROM attempts) AS attempts,
        (SELECT count(*) FROM logs) AS logs;
+
+-- name: history_drop_before :one
+-- Retention by the day (F6, Q2): drop every day partition of history that ends on or
+-- before the start of `day` (a UTC date), answering how many rows they held. A day
+-- goes whole: no row deletes, no WAL per row, nothing left to vacuum. The caller
+-- chooses `day` so that no rule keeps any row of a dropped day (retention/jobs.py).
+SELECT ultimate_jobs_history_drop_before(%(day)s::date) AS dropped;
+
+-- name: history_pinned_since :one
+-- The oldest finish time a `last`-only rule (F6 `{"last": n}`, no `days`) still
+-- keeps: per (name, state, last), the newest `last` finished rows of the hot table
+-- and history together. Days from this one on are not dropped whole. NULL: none.
+WITH rule AS (
+    SELECT rule.name, rule.state, rule.last
+      FROM unnest(
+               %(names)s::text[],
+               %(states)s::text[],
+               %(lasts)s::integer[]
+           ) AS rule(name, state, last)
+)
+SELECT min(kept.finished_at) AS since
+  FROM rule
+ CROSS JOIN LATERAL (
+           SELECT newest.finished_at
+             FROM (
+                      (SELECT job.finished_at
+                         FROM ultimate_jobs_job AS job
+                        WHERE job.name = rule.name
+                          AND job.state = rule.state
+                        ORDER BY job.finished_at DESC
+                        LIMIT rule.last)
+                      UNION ALL
+                      (SELECT history.finished_at
+                         FROM ultimate_jobs_job_history AS history
+                        WHERE history.name = rule.name
+                          AND history.state = rule.state
+                        ORDER BY history.finished_at DESC
+                        LIMIT rule.last)
+                  ) AS newest
+            ORDER BY newest.finished_at DESC
+            LIMIT rule.last
+       ) AS kept;
+
+-- name: history_purge_names :many
+-- Every job name history holds, in name order: a loose index scan of the
+-- (name, state, finished_at) index (one probe per name and day), as job_purge_names.
+WITH RECURSIVE seen AS (
+    (
+        SELECT history.name
+          FROM ultimate_jobs_job_history AS history
+         ORDER BY history.name
+         LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+               SELECT history.name
+                 FROM ultimate_jobs_job_history AS history
+                WHERE history.name > seen.name
+                ORDER BY history.name
+                LIMIT 1
+           )
+      FROM seen
+     WHERE seen.name IS NOT NULL
+)
+SELECT seen.name
+  FROM seen
+ WHERE seen.name IS NOT NULL;
+
+-- name: history_purge_aged :one
+-- job_purge_aged for history: delete up to `batch` rows of history older than their
+-- `days` rule, oldest first, by row (the days no rule keeps whole were dropped first;
+-- this is for a rule shorter than the longest, e.g. a job kept 1 day on a day another
+-- job's rows keep). SKIP LOCKED leaves a row a retry is moving back to that retry.
+WITH rule AS (
+    SELECT rule.name, rule.state, rule.keep_seconds
+      FROM unnest(
+               %(names)s::text[],
+               %(states)s::text[],
+               %(keep_seconds)s::double precision[]
+           ) AS rule(name, state, keep_seconds)
+),
+doomed AS (
+    SELECT aged.id, aged.finished_at
+      FROM rule
+     CROSS JOIN LATERAL (
+               SELECT history.id, history.finished_at
+                 FROM ultimate_jobs_job_history AS history
+                WHERE history.name = rule.name
+                  AND history.state = rule.state
+                  AND history.finished_at < coalesce(%(now)s::timestamptz, now())
+                      - make_interval(secs => rule.keep_seconds)
+                ORDER BY history.finished_at
+                LIMIT %(batch)s::integer
+                  FOR UPDATE SKIP LOCKED
+           ) AS aged
+     LIMIT %(batch)s::integer
+),
+gone AS (
+    DELETE FROM ultimate_jobs_job_history AS history
+     USING doomed
+     WHERE history.id = doomed.id
+       AND history.finished_at = doomed.finished_at
+    RETURNING history.id
+)
+SELECT count(*) AS deleted
+  FROM gone;
+
+-- name: history_purge_beyond_last :one
+-- job_purge_beyond_last for history: delete up to `batch` rows of ONE (name, state)
+-- of history beyond the newest `last` of that name and state in the hot table and
+-- history together (the boundary is the oldest of those), oldest first.
+WITH newest AS (
+    SELECT both_tables.finished_at, both_tables.id
+      FROM (
+               (SELECT job.finished_at, job.id
+                  FROM ultimate_jobs_job AS job
+                 WHERE job.name = %(name)s::text
+                   AND job.state = %(state)s::text
+                 ORDER BY job.finished_at DESC, job.id DESC
+                 LIMIT %(last)s::integer)
+               UNION ALL
+               (SELECT history.finished_at, history.id
+                  FROM ultimate_jobs_job_history AS history
+                 WHERE history.name = %(name)s::text
+                   AND history.state = %(state)s::text
+                 ORDER BY history.finished_at DESC, history.id DESC
+                 LIMIT %(last)s::integer)
+           ) AS both_tables
+     ORDER BY both_tables.finished_at DESC, both_tables.id DESC
+     LIMIT %(last)s::integer
+),
+boundary AS (
+    SELECT newest.finished_at, newest.id
+      FROM newest
+     ORDER BY newest.finished_at, newest.id
+     LIMIT 1
+),
+doomed AS (
+    SELECT history.id, history.finished_at
+      FROM ultimate_jobs_job_history AS history, boundary
+     WHERE history.name = %(name)s::text
+       AND history.state = %(state)s::text
+       AND (history.finished_at, history.id) < (boundary.finished_at, boundary.id)
+     ORDER BY history.finished_at, history.id
+     LIMIT %(batch)s::integer
+       FOR UPDATE OF history SKIP LOCKED
+),
+gone AS (
+    DELETE FROM ultimate_jobs_job_history AS history
+     USING doomed
+     WHERE history.id = doomed.id
+       AND history.finished_at = doomed.finished_at
+    RETURNING history.id
+)
+SELECT count(*) AS deleted
+  FROM gone;
