@@ -172,6 +172,13 @@ def test_the_scheduler_leader_moves_finished_jobs_on_its_cadence():
     assert where(last.id) == (0, 1)
 
 
+def test_the_idle_cadence_is_five_times_history_after_within_bounds():
+    assert history.idle_every(60.0) == history.MOVE_IDLE_EVERY  # the default: 5 min
+    assert history.idle_every(5.0) == timedelta(seconds=25)
+    assert history.idle_every(0.1) == history.MOVE_EVERY
+    assert history.idle_every(3600.0) == history.MOVE_IDLE_EVERY
+
+
 def _direct() -> psycopg.Connection[Any]:
     return psycopg.connect(autocommit=True, **conninfo(connection.settings_dict))
 

@@ -12,9 +12,9 @@ the benchmark (benchmarks/history.py):
    leaves every row in one table), until one moves fewer than ``batch``.
 
 The leader's cadence: at once after a full pass, ``MOVE_EVERY`` after one that moved
-rows, ``MOVE_IDLE_EVERY`` after one that moved none (an idle leader reads nothing
-more, C8), so a finished job leaves the hot table between ``HISTORY_AFTER`` and
-``HISTORY_AFTER`` + ``MOVE_IDLE_EVERY`` after it finished.
+rows, ``idle_every(HISTORY_AFTER)`` after one that moved none (5 minutes by default:
+an idle leader reads almost nothing more, C8), so a finished job leaves the hot table
+between ``HISTORY_AFTER`` and six times ``HISTORY_AFTER`` after it finished.
 
 A failure (the partition could not be made, a statement timed out) is logged and the
 rows stay hot: nothing is lost, the table is only larger until the next pass.
@@ -33,7 +33,16 @@ logger = logging.getLogger(__name__)
 
 DAYS_AHEAD = 7  # partitions made ahead of today
 MOVE_EVERY = timedelta(seconds=5)  # between the leader's passes while rows move
-MOVE_IDLE_EVERY = timedelta(minutes=5)  # after a pass that moved nothing (C8)
+MOVE_IDLE_EVERY = timedelta(minutes=5)  # after a pass that moved nothing (C8), at most
+
+
+def idle_every(after: float) -> timedelta:
+    """How long a leader waits after a pass that moved nothing: five times
+    HISTORY_AFTER, at least MOVE_EVERY and at most MOVE_IDLE_EVERY (5 minutes with
+    the default minute), so an idle leader reads almost nothing (C8) and a finished
+    job still leaves within six times HISTORY_AFTER."""
+    idle = timedelta(seconds=5 * after)
+    return min(max(idle, MOVE_EVERY), MOVE_IDLE_EVERY)
 
 
 @dataclass(frozen=True, slots=True)

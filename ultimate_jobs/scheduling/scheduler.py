@@ -146,7 +146,7 @@ class Scheduler:
         self._rolled_up_at = datetime.now(UTC)  # P5: the last counter rollup
         self._moved_at: datetime | None = None  # Q2: the last history pass (None: due)
         self._move_again = False  # the last history pass was full: more rows are due
-        self._move_every = history.MOVE_EVERY  # MOVE_IDLE_EVERY after a pass moved none
+        self._move_every = history.MOVE_EVERY  # idle_every() after a pass moved none
         self._flags: set[str] = set()  # set by notifications, read by the round
         self._flags_lock = threading.Lock()
         self._nudge = threading.Event()
@@ -290,7 +290,11 @@ class Scheduler:
         self._move_again = done.full
         # C8: an idle leader reads nothing it does not need; a pass that found nothing
         # to move waits the idle cadence, one that moved rows the busy one.
-        self._move_every = history.MOVE_EVERY if done.moved else history.MOVE_IDLE_EVERY
+        self._move_every = (
+            history.MOVE_EVERY
+            if done.moved
+            else history.idle_every(self.settings.HISTORY_AFTER)
+        )
         if done.moved or done.made:
             logger.info(
                 "jobs.history.moved",
