@@ -22,7 +22,7 @@ from tests.testapp.tasks import add
 from ultimate_jobs import api
 from ultimate_jobs.api.reads import resolve_id
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import JobDuplicate
+from ultimate_jobs.exceptions import JobDuplicate, JobNotFound
 from ultimate_jobs.models import Job, JobHistory, JobStep
 from ultimate_jobs.runtime import history
 from ultimate_jobs.testing.factories import JobFactory
@@ -147,6 +147,18 @@ def test_a_refused_retry_leaves_the_job_in_history(jobs):
         api.retry(job_id)
     assert JobHistory.objects.filter(pk=job_id).count() == 1
     assert not Job.objects.filter(pk=job_id).exists()
+
+
+def test_remove_deletes_a_job_in_history_and_records_who(jobs):
+    job_id = failed_with_steps(jobs)
+    assert move_finished() == 1
+    api.remove(job_id, actor="ops")
+    assert not JobHistory.objects.filter(pk=job_id).exists()
+    assert [(a["action"], a["actor"]["id"]) for a in api.job_actions(job_id)] == [
+        ("remove", "ops")
+    ]
+    with pytest.raises(JobNotFound):
+        api.remove(job_id)
 
 
 def test_the_admin_shows_a_job_in_history_and_lists_history(jobs, client):

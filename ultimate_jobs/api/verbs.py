@@ -37,7 +37,13 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
-from ultimate_jobs.models import FINISHED_STATES, Job, JobAction, QueuePause
+from ultimate_jobs.models import (
+    FINISHED_STATES,
+    Job,
+    JobAction,
+    JobHistory,
+    QueuePause,
+)
 from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
@@ -88,7 +94,11 @@ def operator_of(actor: Any, *, source: str = "api") -> Operator:
 
 
 def _record(
-    job: Job | None, pk: uuid.UUID, action: str, who: Operator, reason: str
+    job: Job | JobHistory | None,
+    pk: uuid.UUID,
+    action: str,
+    who: Operator,
+    reason: str,
 ) -> None:
     JobAction.objects.using(get_settings().DATABASE).create(
         job_id=pk,
@@ -268,8 +278,9 @@ def cancel_by_key(
 
 
 def remove(job_id: object, *, actor: Any = None) -> None:
-    """Delete one job that is not running (cancel a running one first). ``actor`` is
-    recorded, and the record outlives the job (see the module)."""
+    """Delete one job that is not running (cancel a running one first), from the hot
+    table or from history (Q2). ``actor`` is recorded, and the record outlives the job
+    (see the module)."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
     with transaction.atomic(using=get_settings().DATABASE):
@@ -277,6 +288,12 @@ def remove(job_id: object, *, actor: Any = None) -> None:
         if _db().run(QUERIES["job_remove"], id=pk):
             _record(job, pk, "remove", who, "")
             return
+        if job is None:  # Q2: a finished job that moved to history
+            moved = JobHistory.objects.using(get_settings().DATABASE)
+            named = moved.filter(pk=pk).only("name").first()
+            if named is not None and _db().run(QUERIES["history_remove"], id=pk):
+                _record(named, pk, "remove", who, "")
+                return
     raise JobNotRemovable(pk, find_job(pk).state)
 
 

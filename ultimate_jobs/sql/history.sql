@@ -311,3 +311,11 @@ gone AS (
 )
 SELECT count(*) AS deleted
   FROM gone;
+
+-- name: history_remove :many
+-- Delete ONE job from history (an operator's remove, P2, of a job that moved): its
+-- steps, attempts and run logs go with it (they are its trail). Answers its id, or
+-- no row when history does not hold it.
+DELETE FROM ultimate_jobs_job_history AS history
+ WHERE history.id = %(id)s::uuid
+RETURNING history.id;
