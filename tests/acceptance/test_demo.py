@@ -56,6 +56,10 @@ SEEDED_WORK_DONE = [
         " JOIN ultimate_jobs_job AS job ON job.id = step.job_id"
         " WHERE job.name = 'demo.onboard_org'",
     ),
+    (
+        "a finished job the scheduler leader moved to history (Q2, HISTORY_AFTER 2s)",
+        "SELECT count(*) FROM ultimate_jobs_job_history",
+    ),
 ]
 
 

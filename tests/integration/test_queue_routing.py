@@ -5,6 +5,7 @@ aliases (staged on the caller's alias, delivered into the queue's exactly once).
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
@@ -13,9 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from tests.testapp.durable_jobs import await_payment, events
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import api, publish_event
-from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.db import DirectDatabase, DjangoDatabase
 from ultimate_jobs.durable.events import reset_events
 from ultimate_jobs.models import Event, Job, JobAction, OutboxMessage, OutboxReceipt
+from ultimate_jobs.runtime import history
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.testing import JobsTestRunner
 
@@ -206,3 +208,34 @@ def test_a_publication_in_a_transaction_reaches_other_aliases_when_it_commits(ro
         publish_event("order.paid", {"order": "o-3"})
         raise RuntimeError("rolled back")
     assert [Event.objects.using(a).count() for a in ("default", "jobs_b")] == [1, 1]
+
+
+def test_a_routed_job_in_history_is_read_and_retried_on_its_alias(settings):
+    """Q1, Q2: each alias moves its own finished jobs to its own history; a read and a
+    retry by id find the job there, and the retry brings it back to that alias."""
+    settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+    there = touch.using(queue="routed").enqueue(key="moved", tenant="acme")
+    settings.ULTIMATE_JOBS = {"DATABASE": "jobs_b"}  # as jobs_b's worker and leader
+    try:
+        done = JobsTestRunner().run(queues=["routed"])
+        assert [str(a.outcome) for a in done] == ["completed"]
+        finished = Job.objects.using("jobs_b").get(pk=there.id).finished_at
+        assert finished is not None
+        moved = history.move(
+            DjangoDatabase("jobs_b"),
+            after=60.0,
+            batch=100,
+            max_batches=1,
+            now=finished + timedelta(minutes=2),
+        )
+        assert moved.moved == 1
+        settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
+        assert ids("jobs_b") == set()
+        assert api.get(there.id)["state"] == "done"
+        api.retry(there.id)
+        assert ids("jobs_b") == {there.id}
+        assert ids("default") == set()
+        assert Job.objects.using("jobs_b").get(pk=there.id).state == "ready"
+    finally:
+        with connections["jobs_b"].cursor() as cursor:
+            cursor.execute("TRUNCATE ultimate_jobs_job_history")

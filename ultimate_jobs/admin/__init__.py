@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ultimate_jobs.admin import (
     dashboard,
+    history,
     jobs,
     manifest,
     scheduling,
@@ -14,4 +15,12 @@ from ultimate_jobs.admin import (
     workers,
 )
 
-__all__ = ["dashboard", "jobs", "manifest", "scheduling", "webhooks", "workers"]
+__all__ = [
+    "dashboard",
+    "history",
+    "jobs",
+    "manifest",
+    "scheduling",
+    "webhooks",
+    "workers",
+]

@@ -20,7 +20,7 @@ from django.utils.http import urlencode
 from ultimate_jobs.admin.job_list import KeyFilter
 from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.backfills import ledger
-from ultimate_jobs.models import Job, RunLog
+from ultimate_jobs.models import Job
 from ultimate_jobs.observability import runlogs
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def backfill_pass(job: Job) -> str:
 @admin.display(description="logs (run.logger)")
 def run_logs(job: Job) -> str:
     """The lines each attempt kept, grouped by attempt, oldest first."""
-    groups = runlogs.as_json(RunLog.objects.using(job._state.db).filter(job_id=job.id))
+    groups = runlogs.as_json(job.logs.all())  # in id order; from trail in history (Q2)
     if not groups:
         return "—"
     blocks = []

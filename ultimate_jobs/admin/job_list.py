@@ -27,6 +27,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
+from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -316,7 +317,7 @@ def took(job: Job) -> float | None:
     return (end - job.started_at).total_seconds()
 
 
-def full_id(job: Job) -> str:
+def full_id(job: models.Model) -> str:
     """The whole id, monospaced, with a button that copies it."""
     return format_html(
         '<code class="uj-id">{}</code> <button type="button" class="uj-copy" '

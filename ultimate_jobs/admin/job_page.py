@@ -9,6 +9,7 @@ record), and one wording for every result (admin/refusals.py).
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -52,9 +53,18 @@ def offered(job: Job, *, operate: bool, remove: bool) -> list[tuple[str, str]]:
     return [(verb, LABELS[verb]) for verb in verbs]
 
 
+def from_history(object_id: str) -> Job | None:
+    """The job of ``object_id`` from history (Q2), as the page's Job; None when the
+    id is not a job id or no such job moved."""
+    try:
+        return api.find_job(uuid.UUID(str(object_id)))
+    except (ValueError, JobsError):
+        return None
+
+
 def current_steps(job: Job) -> list[str]:
     """The names of the current stage's steps, oldest first (retry from a step)."""
-    return [s.name for s in job.steps.all().order_by("id") if not s.archived]
+    return [s.name for s in job.steps.all() if not s.archived]
 
 
 def audit(request: HttpRequest, job: Job, message: str) -> None:
@@ -143,7 +153,7 @@ def step_table(job: Job) -> str:
     """The current stage's steps, in order: kind, state, start (to the millisecond,
     UTC), how long each took, and its output redacted like the input (S1-S4, B5)."""
     view = shown(job.name, job.input)
-    steps = [s for s in job.steps.all().order_by("id") if not s.archived]
+    steps = [s for s in job.steps.all() if not s.archived]
     if not steps:
         return "—"
 

@@ -200,6 +200,16 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             context["act_url"] = reverse("admin:ultimate_jobs_job_act", args=[job.pk])
         return super().change_view(request, object_id, form_url, context)
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        """The job by id from the hot table, else from history (Q2): the page shows a
+        job that moved exactly as before it moved."""
+        found = super().get_object(request, object_id, from_field)
+        if found is not None or from_field is not None:
+            return found
+        return job_page.from_history(object_id)
+
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return job_list.KeysetChangeList
 

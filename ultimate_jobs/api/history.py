@@ -34,9 +34,8 @@ def attempts_json(job: Job) -> list[dict[str, Any]]:
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
 
-    kept = list(
-        Attempt.objects.using(job._state.db).filter(job_id=job.id).order_by("id")
-    )
+    # job.attempts: ordered by id (Attempt.Meta); for a job in history, its trail.
+    kept: list[Attempt] = list(job.attempts.all())
     out = [
         {
             "attempt": row.attempt,

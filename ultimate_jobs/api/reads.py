@@ -27,7 +27,15 @@ from ultimate_jobs.exceptions import (
     JobPageInvalid,
     RowUnreadable,
 )
-from ultimate_jobs.models import Job, JobAction, JobState, RunLog, Worker
+from ultimate_jobs.models import (
+    LIVE_STATES,
+    Job,
+    JobAction,
+    JobHistory,
+    JobState,
+    Worker,
+)
+from ultimate_jobs.models.history import as_job
 from ultimate_jobs.observability import metrics, runlogs
 from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
@@ -59,12 +67,15 @@ def resolve_id(value: object) -> uuid.UUID:
         return parse_job_id(value)
     low = uuid.UUID(digits.ljust(32, "0"))
     high = uuid.UUID(digits.ljust(32, "f"))
-    found = list(
-        _jobs()
-        .filter(id__gte=low, id__lte=high)
-        .order_by("id")
-        .values_list("id", flat=True)[:2]
-    )
+    found = sorted(
+        {
+            pk
+            for rows in (_jobs(), _history())
+            for pk in rows.filter(id__gte=low, id__lte=high)
+            .order_by("id")
+            .values_list("id", flat=True)[:2]
+        }
+    )[:2]
     if len(found) == 1:
         return found[0]
     if not found:
@@ -76,25 +87,40 @@ def resolve_id(value: object) -> uuid.UUID:
 
 def locate(job_id: uuid.UUID) -> str:
     """The alias whose tables hold the job (Q1): the first of ``aliases`` that has
-    the id, else DATABASE (where a JobNotFound is then reported)."""
+    the id in its hot table or its history (Q2), else DATABASE (where a JobNotFound is
+    then reported)."""
     aliases = get_settings().aliases
     for alias in aliases[1:]:
         if Job.objects.using(alias).filter(pk=job_id).exists():
+            return alias
+        if JobHistory.objects.using(alias).filter(pk=job_id).exists():
             return alias
     return aliases[0]
 
 
 def find_job(job_id: uuid.UUID) -> Job:
-    """The job row on whichever alias holds it (Q1), or JobNotFound (RowUnreadable for
-    a row Python cannot read, B4)."""
+    """The job row on whichever alias holds it (Q1), from the hot table, else from
+    history (Q2: a job in history is answered as a Job with its steps, attempts and
+    logs); JobNotFound when in neither (RowUnreadable for a row Python cannot read,
+    B4)."""
     found = Job.objects.using(locate(job_id)).filter(pk=job_id)[:1]
     rows = list(found)
     if not rows and getattr(found, "unreadable", None):
         metrics.row_unreadable("job")
         raise RowUnreadable("ultimate_jobs_job", job_id, found.unreadable[0][1])
-    if not rows:
-        raise JobNotFound(job_id)
-    return rows[0]
+    if rows:
+        return rows[0]
+    for alias in get_settings().aliases:  # every alias keeps its own history
+        moved = JobHistory.objects.using(alias).filter(pk=job_id)[:1]
+        kept = list(moved)
+        if not kept and getattr(moved, "unreadable", None):
+            metrics.row_unreadable("job")
+            raise RowUnreadable(
+                "ultimate_jobs_job_history", job_id, moved.unreadable[0][1]
+            )
+        if kept:
+            return as_job(kept[0])
+    raise JobNotFound(job_id)
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -104,11 +130,7 @@ def get(job_id: object) -> dict[str, Any]:
     job = find_job(parse_job_id(job_id))
     out = job_json(job)
     out["attempts"] = attempts_json(job)
-    out["logs"] = runlogs.as_json(
-        RunLog.objects.using(job._state.db or get_settings().DATABASE)
-        .filter(job_id=job.id)
-        .order_by("id")
-    )
+    out["logs"] = runlogs.as_json(job.logs.all())  # ordered by id (RunLog.Meta)
     return out
 
 
@@ -207,6 +229,10 @@ def _jobs() -> QuerySet[Job]:
     return Job.objects.using(get_settings().DATABASE)
 
 
+def _history() -> QuerySet[JobHistory]:
+    return JobHistory.objects.using(get_settings().DATABASE)
+
+
 def list_jobs(
     *,
     state: str | None = None,
@@ -250,27 +276,31 @@ def list_jobs(
     ):
         if value is not None:
             check_text(value, field=field, max_length=length)  # B1, B4
-    rows = _jobs().filter(
-        _filters(
-            state=state,
-            queue=queue,
-            name=name,
-            tenant_id=tenant,
-            idempotency_key=key,
-            created_from=created_from,
-            created_to=created_to,
-        )
+    filters = _filters(
+        state=state,
+        queue=queue,
+        name=name,
+        tenant_id=tenant,
+        idempotency_key=key,
+        created_from=created_from,
+        created_to=created_to,
     )
+    tables: list[QuerySet[Any]] = [_jobs().filter(filters)]
+    if state is None or state not in LIVE_STATES:
+        tables.append(_history().filter(filters))  # Q2: history holds no live job
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):
             raise InvalidArgument(
                 "id_prefix", id_prefix, "hexadecimal digits of a job id"
             )
-        rows = rows.annotate(id_text=Cast("id", TextField())).filter(
-            id_text__startswith=prefix
-        )
-    page, older, newer = _page(rows, limit, after, before)
+        tables = [
+            rows.annotate(id_text=Cast("id", TextField())).filter(
+                id_text__startswith=prefix
+            )
+            for rows in tables
+        ]
+    page, older, newer = _pages(tables, limit, after, before)
     read = [item for _, item in page if isinstance(item, Job)]
     names = display_names(job.enqueued_by for job in read)
     passes = ledger.by_job([job.id for job in read])
@@ -322,9 +352,10 @@ def _filters(
 Entry = tuple[uuid.UUID, "Job | str"]  # a row, or the error of one Python cannot read
 
 
-def _read(fetched: QuerySet[Job], *, newest_first: bool) -> list[Entry]:
-    """The rows of a page, in id order; an unreadable one (B4) as its id and error."""
-    read = list(fetched)
+def _read(fetched: QuerySet[Any], *, newest_first: bool) -> list[Entry]:
+    """The rows of a page, in id order; an unreadable one (B4) as its id and error;
+    a row of history as a Job (Q2)."""
+    read = [as_job(row) if isinstance(row, JobHistory) else row for row in fetched]
     skipped = getattr(fetched, "unreadable", [])
     if skipped:
         metrics.row_unreadable("job", len(skipped))
@@ -334,29 +365,57 @@ def _read(fetched: QuerySet[Job], *, newest_first: bool) -> list[Entry]:
     return entries
 
 
-def _page(
-    rows: QuerySet[Job],
+def _pages(
+    tables: list[QuerySet[Any]],
     limit: int,
     after: str | uuid.UUID | None,
     before: str | uuid.UUID | None,
 ) -> tuple[list[Entry], bool, bool]:
-    """A page newest first, whether older rows follow it and whether newer precede it."""
+    """A page newest first over the hot table and history (Q2), whether older rows
+    follow it and whether newer precede it: each table's page by id, merged (ids are
+    unique across both: a move deletes the hot row in the statement that writes the
+    history one)."""
     if before is not None:
         # The page just newer than the cursor: read upwards, answer newest first.
-        upwards = rows.filter(id__gt=_cursor("before", before)).order_by("id")
-        page = _read(upwards[: limit + 1], newest_first=False)
+        cursor = _cursor("before", before)
+        page = sorted(
+            (
+                entry
+                for rows in tables
+                for entry in _read(
+                    rows.filter(id__gt=cursor).order_by("id")[: limit + 1],
+                    newest_first=False,
+                )
+            ),
+            key=lambda entry: entry[0],
+        )
         newer = len(page) > limit
         page = page[:limit][::-1]
-        older = bool(page) and rows.filter(id__lt=page[-1][0]).exists()
+        older = bool(page) and any(
+            rows.filter(id__lt=page[-1][0]).exists() for rows in tables
+        )
         return page, older, newer
     if after is not None:
-        rows_after = rows.filter(id__lt=_cursor("after", after))
+        cursor = _cursor("after", after)
+        tables_after = [rows.filter(id__lt=cursor) for rows in tables]
     else:
-        rows_after = rows
-    page = _read(rows_after.order_by("-id")[: limit + 1], newest_first=True)
+        tables_after = tables
+    page = sorted(
+        (
+            entry
+            for rows in tables_after
+            for entry in _read(rows.order_by("-id")[: limit + 1], newest_first=True)
+        ),
+        key=lambda entry: entry[0],
+        reverse=True,
+    )
     older = len(page) > limit
     page = page[:limit]
-    newer = after is not None and bool(page) and rows.filter(id__gt=page[0][0]).exists()
+    newer = (
+        after is not None
+        and bool(page)
+        and any(rows.filter(id__gt=page[0][0]).exists() for rows in tables)
+    )
     return page, older, newer
 
 

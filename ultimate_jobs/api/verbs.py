@@ -37,7 +37,13 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
-from ultimate_jobs.models import FINISHED_STATES, Job, JobAction, QueuePause
+from ultimate_jobs.models import (
+    FINISHED_STATES,
+    Job,
+    JobAction,
+    JobHistory,
+    QueuePause,
+)
 from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
@@ -88,7 +94,7 @@ def operator_of(actor: Any, *, source: str = "api") -> Operator:
 
 
 def _record(
-    job: Job | None,
+    job: Job | JobHistory | None,
     pk: uuid.UUID,
     action: str,
     who: Operator,
@@ -117,7 +123,8 @@ def retry(
     """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
 
     Its completed steps replay from storage; ``from_step`` drops that step and every
-    later one first, so they run again (P2). A live job is JobNotRequeueable; one whose
+    later one first, so they run again (P2). A job in history (Q2) is moved back to
+    the hot table with its steps, attempts and logs in the same transaction. A live job is JobNotRequeueable; one whose
     key a live job now holds is JobDuplicate. ``actor`` is recorded (see the module).
     """
     pk = parse_job_id(job_id)
@@ -130,6 +137,9 @@ def retry(
 
 def _retry(pk: uuid.UUID, from_step: str | None, who: Operator) -> uuid.UUID:
     with transaction.atomic(using=get_settings().DATABASE):
+        # Q2: a job in history moves back to the hot table first, with its steps;
+        # a refused retry rolls the move back with it.
+        _db().run(QUERIES["history_restore"], id=pk)
         if from_step is None:
             run_id = _requeue(pk)
         else:
@@ -277,8 +287,9 @@ def cancel_by_key(
 
 
 def remove(job_id: object, *, actor: Any = None) -> None:
-    """Delete one job that is not running (cancel a running one first). ``actor`` is
-    recorded, and the record outlives the job (see the module)."""
+    """Delete one job that is not running (cancel a running one first), from the hot
+    table or from history (Q2). ``actor`` is recorded, and the record outlives the job
+    (see the module)."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
     with on_alias(locate(pk)), transaction.atomic(using=get_settings().DATABASE):
@@ -286,6 +297,12 @@ def remove(job_id: object, *, actor: Any = None) -> None:
         if _db().run(QUERIES["job_remove"], id=pk):
             _record(job, pk, "remove", who, "")
             return
+        if job is None:  # Q2: a finished job that moved to history
+            moved = JobHistory.objects.using(get_settings().DATABASE)
+            named = moved.filter(pk=pk).only("name").first()
+            if named is not None and _db().run(QUERIES["history_remove"], id=pk):
+                _record(named, pk, "remove", who, "")
+                return
     raise JobNotRemovable(pk, find_job(pk).state)
 
 

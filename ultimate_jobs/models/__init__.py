@@ -20,6 +20,7 @@ from ultimate_jobs.declaration.states import (
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
 from ultimate_jobs.models.console import Dashboard
+from ultimate_jobs.models.history import JobHistory
 from ultimate_jobs.models.jobs import (
     CounterTier,
     Event,
@@ -50,6 +51,7 @@ __all__ = [
     "Job",
     "JobAction",
     "JobCounter",
+    "JobHistory",
     "JobState",
     "JobStep",
     "LeaderLease",

@@ -21,9 +21,11 @@ from ultimate_jobs.declaration.states import (
 )
 from ultimate_jobs.models.readable import ReadableQuerySet
 
+JobManager = models.Manager.from_queryset(ReadableQuerySet)
 
-class Job(models.Model):
-    """One job: its input, where it is, and how its last attempt ended."""
+
+class JobColumns(models.Model):
+    """The columns of a job row, shared by the hot table and its history (Q2)."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     run_id = models.UUIDField(default=uuid7, editable=False)
@@ -57,10 +59,18 @@ class Job(models.Model):
     # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
 
-    # Lists and reads skip (and name) a row Python cannot read (B4, models/readable.py).
-    objects = ReadableQuerySet.as_manager()
-
     class Meta:
+        abstract = True
+
+
+class Job(JobColumns):
+    """One job: its input, where it is, and how its last attempt ended."""
+
+    # Lists and reads skip (and name) a row Python cannot read (B4, models/readable.py).
+    objects = JobManager()
+
+    class Meta(JobColumns.Meta):
+        abstract = False
         db_table = "ultimate_jobs_job"
         ordering = ("-id",)
         constraints = (

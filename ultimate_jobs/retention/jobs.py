@@ -13,14 +13,16 @@ docs/retention.md).
 
 ``JobRetention`` is the purge target: per pass it lists the names that have rows (a
 loose index scan), applies every ``days`` rule in one bounded statement (the rules as
-arrays) and each ``last`` rule per (name, state), in batches.
+arrays) and each ``last`` rule per (name, state), in batches. In the partitioned
+history of finished jobs (Q2) it first drops the whole days no rule keeps a row of
+(``drop_horizon``), then applies the same rules row by row to the days left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -161,13 +163,83 @@ class JobRetention:
         if rules.names:
             batches.append(partial(self._aged, rules, now))
         batches.extend(partial(self._beyond, *last) for last in rules.last)
-        return delete_in_batches(
+        # Q2: history, whole days first (no rule keeps any of their rows), then the
+        # rows of the days left that a shorter rule no longer keeps.
+        moved = self.history_plan()
+        dropped = self.drop_days(moved, now)
+        if moved.names:
+            batches.append(partial(self._history_aged, moved, now))
+        batches.extend(partial(self._history_beyond, *last) for last in moved.last)
+        return dropped + delete_in_batches(
             self.name,
             batches,
             left=partial(self._left, rules, now),
             batch=self.settings.PURGE_BATCH,
             max_batches=self.settings.PURGE_MAX_BATCHES,
         )
+
+    def history_plan(self) -> Plan:
+        names = [row["name"] for row in self.db.run(QUERIES["history_purge_names"])]
+        return plan(names, jobs=self.jobs, defaults=default_rules(self.settings))
+
+    def drop_horizon(self, moved: Plan, now: datetime) -> date:
+        """The first UTC day of history any rule may still keep a row of: the days
+        before it are dropped whole (Q2).
+
+        It is the day of ``now`` less the longest ``days`` rule of any job (declared,
+        or with rows in history) and of the defaults, and no later than the day of the
+        oldest row a ``last``-only rule keeps (those rows have no age limit)."""
+        defaults = default_rules(self.settings)
+        rules = list(defaults.values())
+        for name in {*self.jobs.names(), *moved.names}:
+            rules.extend(rules_for(name, jobs=self.jobs, defaults=defaults).values())
+        longest = max(
+            (rule.days for rule in rules if rule.days is not None), default=0.0
+        )
+        horizon = (now - timedelta(seconds=longest * DAY)).astimezone(UTC).date()
+        pinned = [
+            (name, state, last)
+            for name, state, last in moved.last
+            if rules_for(name, jobs=self.jobs, defaults=defaults)[state].days is None
+        ]
+        if pinned:
+            [row] = self.db.run(
+                QUERIES["history_pinned_since"],
+                names=[name for name, _, _ in pinned],
+                states=[state for _, state, _ in pinned],
+                lasts=[last for _, _, last in pinned],
+            )
+            if row["since"] is not None:
+                horizon = min(horizon, row["since"].astimezone(UTC).date())
+        return horizon
+
+    def drop_days(self, moved: Plan, now: datetime) -> int:
+        """Drop the days of history before ``drop_horizon``; answers the rows they held."""
+        [row] = self.db.run(
+            QUERIES["history_drop_before"], day=self.drop_horizon(moved, now)
+        )
+        return int(row["dropped"])
+
+    def _history_aged(self, rules: Plan, now: datetime, batch: int) -> int:
+        [row] = self.db.run(
+            QUERIES["history_purge_aged"],
+            names=rules.names,
+            states=rules.states,
+            keep_seconds=rules.keep_seconds,
+            batch=batch,
+            now=now,
+        )
+        return int(row["deleted"])
+
+    def _history_beyond(self, name: str, state: str, last: int, batch: int) -> int:
+        [row] = self.db.run(
+            QUERIES["history_purge_beyond_last"],
+            name=name,
+            state=state,
+            last=last,
+            batch=batch,
+        )
+        return int(row["deleted"])
 
     def _aged(self, rules: Plan, now: datetime, batch: int) -> int:
         [row] = self.db.run(

@@ -1,0 +1,115 @@
+"""The admin's list of jobs in history (Q2): finished jobs the scheduler leader moved
+out of the hot table (runtime/history.py).
+
+A list only, keyset-paged like the jobs list (the table holds every day of history:
+no count, no offset) with the same filters and search. Each row links to the job's
+own page, which reads the job from either table (admin/jobs.py, get_object), so a
+job shows the same page, buttons included, before and after it moved; viewing it
+needs the permission to view jobs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ultimate_jobs.admin import job_list
+from ultimate_jobs.admin.permissions import ReadOnly
+from ultimate_jobs.models import JobHistory
+
+if TYPE_CHECKING:
+    HistoryModelAdmin = admin.ModelAdmin[JobHistory]
+else:  # ModelAdmin is generic only to the type checker
+    HistoryModelAdmin = admin.ModelAdmin
+
+
+@admin.register(JobHistory)
+class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
+    list_display = (
+        "job_id",
+        "job_name",
+        "queue",
+        "state",
+        "attempts",
+        "tenant",
+        "created",
+        "finished",
+    )
+    list_display_links = None
+    list_filter = (
+        job_list.StateFilter,
+        job_list.QueueFilter,
+        job_list.NameFilter,
+        job_list.TenantFilter,
+        job_list.CreatedFromFilter,
+        job_list.CreatedToFilter,
+        job_list.KeyFilter,
+    )
+    search_fields = ("=id",)
+    search_help_text = (
+        "A full id, id:<first hex digits>, an idempotency key (or its beginning), "
+        "a tenant, or a job name."
+    )
+    sortable_by = ()
+    show_full_result_count = False
+    list_per_page = 100
+    ordering = ("-id",)
+    actions = None
+    change_list_template = "admin/ultimate_jobs/job/change_list.html"
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """The jobs' own permission: history is where finished jobs live."""
+        return request.user.has_perm("ultimate_jobs.view_job")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return job_list.KeysetChangeList
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        return job_list.search(queryset, search_term), False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """A job has one page, whichever table holds it."""
+        return HttpResponseRedirect(
+            reverse("admin:ultimate_jobs_job_change", args=[object_id])
+        )
+
+    @admin.display(description="id")
+    def job_id(self, row: JobHistory) -> str:
+        page = reverse("admin:ultimate_jobs_job_change", args=[row.pk])
+        return format_html('<a href="{}">{}</a>', page, job_list.full_id(row))
+
+    @admin.display(description="name")
+    def job_name(self, row: JobHistory) -> str:
+        return job_list.dotted(row.name)
+
+    @admin.display(description="tenant")
+    def tenant(self, row: JobHistory) -> str:
+        return row.tenant_id or "—"
+
+    @admin.display(description="created")
+    def created(self, row: JobHistory) -> str:
+        return job_list.when(row.created_at)
+
+    @admin.display(description="finished")
+    def finished(self, row: JobHistory) -> str:
+        return job_list.when(row.finished_at)
+
+    @admin.display(description="attempts")
+    def attempts(self, row: JobHistory) -> str:
+        return f"{row.attempt}/{row.max_attempts}"

@@ -1,0 +1,93 @@
+"""The history of finished jobs (Q2): ``ultimate_jobs_job_history``.
+
+A finished job leaves the hot table for this one after ``HISTORY_AFTER``
+(runtime/history.py moves it). The table is partitioned by the UTC day of
+``finished_at`` (one partition a day, made ahead by the scheduler leader), so retention
+drops whole days (retention/jobs.py). Django cannot declare a partitioned table: the
+migration creates it with ``RunSQL`` and this model only reads it (``managed =
+False``). Its primary key in PostgreSQL is ``(id, finished_at)`` (a partitioned
+table's key holds the partition key); ``id`` alone is unique, since ids are uuid7s
+made here (H5), and that is the key Django is told.
+
+``trail`` holds what the hot table kept beside the row and deleted with it: the job's
+``steps``, ``attempts`` and run ``logs``, each a list of that table's rows as JSON;
+the readers turn them back into rows (``as_job``) and a retry moves them back with
+the job (sql/history.sql, history_restore).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+from ultimate_jobs.models.attempts import Attempt
+from ultimate_jobs.models.jobs import Job, JobColumns, JobStep
+from ultimate_jobs.models.readable import ReadableQuerySet
+from ultimate_jobs.models.runlogs import RunLog
+
+HistoryManager = models.Manager.from_queryset(ReadableQuerySet)
+
+
+class JobHistory(JobColumns):
+    """A finished job, read from its day of history."""
+
+    trail = models.JSONField(default=dict)
+    moved_at = models.DateTimeField()
+
+    objects = HistoryManager()
+
+    class Meta(JobColumns.Meta):
+        abstract = False
+        managed = False
+        db_table = "ultimate_jobs_job_history"
+        ordering = ("-id",)
+        verbose_name_plural = "job history"
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.id} ({self.state}, history)"
+
+
+def _rows(model: type[models.Model], stored: Any) -> list[Any]:
+    """The rows ``trail`` kept of one table, as unsaved instances of its model (each
+    value read back by its field, the way the database would have answered it)."""
+    out = []
+    for item in stored if isinstance(stored, list) else []:
+        values = {
+            field.attname: field.to_python(item.get(field.column))
+            for field in model._meta.concrete_fields
+        }
+        row = model(**values)
+        row._state.adding = False
+        out.append(row)
+    return out
+
+
+def _cache(job: Job, accessor: str, model: type[models.Model], rows: list[Any]) -> None:
+    """What ``prefetch_related(accessor)`` leaves: ``job.<accessor>.all()`` answers
+    ``rows`` without a query (the hot copies were deleted with the move)."""
+    cached = model._default_manager.using(job._state.db).filter(job_id=job.id)
+    cached._result_cache = rows
+    cached._prefetch_done = True  # type: ignore[attr-defined]
+    job._prefetched_objects_cache[accessor] = cached  # type: ignore[attr-defined]
+
+
+def as_job(row: JobHistory) -> Job:
+    """A job in history as a ``Job`` every reader of the hot table can show: the same
+    columns, and its steps, attempts and run logs (``job.steps.all()``,
+    ``job.attempts.all()``, ``job.logs.all()``) read from ``trail``. Never saved: a
+    retry moves the row back first (sql/history.sql, history_restore)."""
+    job = Job(
+        **{
+            field.attname: getattr(row, field.attname)
+            for field in Job._meta.concrete_fields
+        }
+    )
+    job._state.adding = False
+    job._state.db = row._state.db
+    job._prefetched_objects_cache = {}  # type: ignore[attr-defined]
+    trail = row.trail if isinstance(row.trail, dict) else {}
+    _cache(job, "steps", JobStep, _rows(JobStep, trail.get("steps")))
+    _cache(job, "attempts", Attempt, _rows(Attempt, trail.get("attempts")))
+    _cache(job, "logs", RunLog, _rows(RunLog, trail.get("logs")))
+    return job

@@ -1,0 +1,102 @@
+"""The history mover (Q2): finished jobs leave the hot table for their day of history.
+
+``move()`` is one pass, run by the scheduler leader (scheduling/scheduler.py) and by
+the benchmark (benchmarks/history.py):
+
+1. one clock reading, and the oldest finish time the hot table holds;
+2. the day partitions from that day to ``DAYS_AHEAD`` days after today are made
+   (``ultimate_jobs_history_ensure``: idempotent, cheap when they exist), so a move
+   never meets a missing day, even after a week without a leader;
+3. up to ``max_batches`` statements of ``history_move``, each moving at most ``batch``
+   rows atomically (SKIP LOCKED: two movers never take the same row; a killed one
+   leaves every row in one table), until one moves fewer than ``batch``.
+
+The leader's cadence: at once after a full pass, ``MOVE_EVERY`` after one that moved
+rows, ``idle_every(HISTORY_AFTER)`` after one that moved none (5 minutes by default:
+an idle leader reads almost nothing more, C8), so a finished job leaves the hot table
+between ``HISTORY_AFTER`` and six times ``HISTORY_AFTER`` after it finished.
+
+A failure (the partition could not be made, a statement timed out) is logged and the
+rows stay hot: nothing is lost, the table is only larger until the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+
+from ultimate_jobs.db import Database
+from ultimate_jobs.sql import QUERIES
+
+logger = logging.getLogger(__name__)
+
+DAYS_AHEAD = 7  # partitions made ahead of today
+MOVE_EVERY = timedelta(seconds=5)  # between the leader's passes while rows move
+MOVE_IDLE_EVERY = timedelta(minutes=5)  # after a pass that moved nothing (C8), at most
+
+
+def idle_every(after: float) -> timedelta:
+    """How long a leader waits after a pass that moved nothing: five times
+    HISTORY_AFTER, at least MOVE_EVERY and at most MOVE_IDLE_EVERY (5 minutes with
+    the default minute), so an idle leader reads almost nothing (C8) and a finished
+    job still leaves within six times HISTORY_AFTER."""
+    idle = timedelta(seconds=5 * after)
+    return min(max(idle, MOVE_EVERY), MOVE_IDLE_EVERY)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one pass did: rows moved, partitions made, whether rows were left."""
+
+    moved: int
+    made: int
+    full: bool  # the last batch was full: more rows are due now
+
+
+def day_start(moment: datetime) -> datetime:
+    """The start (UTC midnight) of the UTC day of ``moment``."""
+    return datetime.combine(moment.astimezone(UTC).date(), time(0), tzinfo=UTC)
+
+
+def ensure_days(db: Database, first: datetime, last: datetime) -> int:
+    """Make the missing day partitions from the day of ``first`` to the day of ``last``."""
+    [row] = db.run(
+        QUERIES["history_ensure"],
+        first=first.astimezone(UTC).date(),
+        last=last.astimezone(UTC).date(),
+    )
+    return int(row["made"])
+
+
+def move(
+    db: Database,
+    *,
+    after: float,
+    batch: int,
+    max_batches: int,
+    now: datetime | None = None,
+) -> Pass:
+    """One pass of the mover: see the module. ``after`` is HISTORY_AFTER in seconds;
+    ``now`` drives the clock (tests), None is the database's."""
+    [clock] = db.run(QUERIES["history_clock"], now=now)
+    current: datetime = clock["now"]
+    oldest: datetime | None = clock["oldest"]
+    made = ensure_days(db, oldest or current, current + timedelta(days=DAYS_AHEAD))
+    if oldest is None:
+        return Pass(moved=0, made=made, full=False)
+    covered = day_start(oldest)
+    moved = 0
+    for _ in range(max_batches):
+        [row] = db.run(
+            QUERIES["history_move"],
+            now=now,
+            after_seconds=after,
+            covered=covered,
+            batch=batch,
+        )
+        count = int(row["moved"])
+        moved += count
+        if count < batch:
+            return Pass(moved=moved, made=made, full=False)
+    return Pass(moved=moved, made=made, full=True)
