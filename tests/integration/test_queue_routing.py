@@ -4,12 +4,15 @@ aliases (staged on the caller's alias, delivered into the queue's exactly once).
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from tests.testapp.durable_jobs import await_payment, events
 from tests.testapp.jobs import noop, touch
@@ -24,6 +27,7 @@ from ultimate_jobs.testing import JobsTestRunner
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
 
 ROUTED = {"default": {}, "routed": {"database": "jobs_b"}}
+ADMIN_ID = re.compile(r'<code class="uj-id">([0-9a-f-]{36})</code>')
 
 
 @pytest.fixture
@@ -239,3 +243,36 @@ def test_a_routed_job_in_history_is_read_and_retried_on_its_alias(settings):
     finally:
         with connections["jobs_b"].cursor() as cursor:
             cursor.execute("TRUNCATE ultimate_jobs_job_history")
+
+
+def test_the_admin_lists_each_aliass_jobs_with_a_database_filter_and_column(
+    client, routed
+):
+    """Q1: the job list offers a database filter and column when queues live on
+    several aliases; a routed job's page opens by its id; an unknown alias is refused."""
+    user = User.objects.create_user("op", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
+    client.force_login(user)
+    here = touch.enqueue(key="here", tenant="acme")
+    there = touch.using(queue="routed").enqueue(key="there", tenant="acme")
+    listed = reverse("admin:ultimate_jobs_job_changelist")
+
+    def shown(**params: str) -> tuple[list[str], str]:
+        response = client.get(listed, params)
+        assert response.status_code == 200, response.content[:500]
+        page = response.content.decode()
+        return ADMIN_ID.findall(page), page
+
+    found, page = shown()
+    assert found == [str(here.id)]
+    assert "?database=jobs_b" in page  # the filter offers every alias
+    assert 'class="column-database"' in page
+    found, page = shown(database="jobs_b")
+    assert found == [str(there.id)]
+    assert '<td class="field-database">jobs_b</td>' in page
+    opened = client.get(
+        reverse("admin:ultimate_jobs_job_change", args=[there.id]), follow=True
+    )
+    assert opened.status_code == 200 and str(there.id) in opened.content.decode()
+    refused = client.get(listed, {"database": "nope"})
+    assert refused.status_code == 302 and "e=1" in refused["Location"]

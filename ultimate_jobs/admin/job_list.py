@@ -35,6 +35,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.models import Job, JobState
 
@@ -142,6 +143,26 @@ def search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
     return queryset.filter(
         Q(idempotency_key__startswith=term) | Q(tenant_id=term) | Q(name=term)
     )
+
+
+class DatabaseFilter(admin.SimpleListFilter):
+    """Q1: the jobs of one alias (``?database=jobs_b``), offered when queues live on
+    several; without it the list shows DATABASE's jobs."""
+
+    title = "database"
+    parameter_name = "database"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        aliases = get_settings().aliases
+        return [(alias, alias) for alias in aliases] if len(aliases) > 1 else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value not in get_settings().aliases:
+            raise IncorrectLookupParameters(f"database: no jobs alias {value!r}")
+        return queryset.using(value)
 
 
 class _ValueFilter(admin.SimpleListFilter):

@@ -8,6 +8,7 @@ admin log (who, when).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -23,6 +24,7 @@ from ultimate_jobs import api
 from ultimate_jobs.admin import job_details, job_list, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
@@ -78,6 +80,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "run_time",
     )
     list_filter = (
+        job_list.DatabaseFilter,
         job_list.StateFilter,
         job_list.QueueFilter,
         job_list.NameFilter,
@@ -212,6 +215,18 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return job_list.KeysetChangeList
+
+    def get_list_display(self, request: HttpRequest) -> Sequence[Any]:
+        """Q1: a database column when queues live on several aliases."""
+        shown = tuple(super().get_list_display(request))
+        if len(get_settings().aliases) < 2:
+            return shown
+        at = shown.index("queue") + 1
+        return (*shown[:at], "database", *shown[at:])
+
+    @admin.display(description="database")
+    def database(self, job: Job) -> str:
+        return job._state.db or get_settings().DATABASE
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
