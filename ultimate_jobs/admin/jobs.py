@@ -8,7 +8,6 @@ admin log (who, when).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -216,7 +215,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return job_list.KeysetChangeList
 
-    def get_list_display(self, request: HttpRequest) -> Sequence[Any]:
+    def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
         """Q1: a database column when queues live on several aliases."""
         shown = tuple(super().get_list_display(request))
         if len(get_settings().aliases) < 2:
