@@ -161,15 +161,20 @@ class JobRetention:
         rules = self.plan()
         batches: list[Callable[[int], int]] = []
         if rules.names:
-            batches.append(partial(self._aged, rules, now))
-        batches.extend(partial(self._beyond, *last) for last in rules.last)
+            batches.append(partial(self._aged, "job_purge_aged", rules, now))
+        batches.extend(
+            partial(self._beyond, "job_purge_beyond_last", *last) for last in rules.last
+        )
         # Q2: history, whole days first (no rule keeps any of their rows), then the
         # rows of the days left that a shorter rule no longer keeps.
         moved = self.history_plan()
         dropped = self.drop_days(moved, now)
         if moved.names:
-            batches.append(partial(self._history_aged, moved, now))
-        batches.extend(partial(self._history_beyond, *last) for last in moved.last)
+            batches.append(partial(self._aged, "history_purge_aged", moved, now))
+        batches.extend(
+            partial(self._beyond, "history_purge_beyond_last", *last)
+            for last in moved.last
+        )
         return dropped + delete_in_batches(
             self.name,
             batches,
@@ -220,9 +225,11 @@ class JobRetention:
         )
         return int(row["dropped"])
 
-    def _history_aged(self, rules: Plan, now: datetime, batch: int) -> int:
+    def _aged(self, query: str, rules: Plan, now: datetime, batch: int) -> int:
+        """One batch of the rows ``rules`` no longer keep, by ``query`` (the hot
+        table's job_purge_aged or history_purge_aged, Q2)."""
         [row] = self.db.run(
-            QUERIES["history_purge_aged"],
+            QUERIES[query],
             names=rules.names,
             states=rules.states,
             keep_seconds=rules.keep_seconds,
@@ -231,34 +238,10 @@ class JobRetention:
         )
         return int(row["deleted"])
 
-    def _history_beyond(self, name: str, state: str, last: int, batch: int) -> int:
+    def _beyond(self, query: str, name: str, state: str, last: int, batch: int) -> int:
+        """One batch of the rows past a ``last`` rule, by ``query`` (hot or history)."""
         [row] = self.db.run(
-            QUERIES["history_purge_beyond_last"],
-            name=name,
-            state=state,
-            last=last,
-            batch=batch,
-        )
-        return int(row["deleted"])
-
-    def _aged(self, rules: Plan, now: datetime, batch: int) -> int:
-        [row] = self.db.run(
-            QUERIES["job_purge_aged"],
-            names=rules.names,
-            states=rules.states,
-            keep_seconds=rules.keep_seconds,
-            batch=batch,
-            now=now,
-        )
-        return int(row["deleted"])
-
-    def _beyond(self, name: str, state: str, last: int, batch: int) -> int:
-        [row] = self.db.run(
-            QUERIES["job_purge_beyond_last"],
-            name=name,
-            state=state,
-            last=last,
-            batch=batch,
+            QUERIES[query], name=name, state=state, last=last, batch=batch
         )
         return int(row["deleted"])
 
