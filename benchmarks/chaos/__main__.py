@@ -213,9 +213,12 @@ def settle(work, deadline: float) -> bool:
 
 
 def all_present(work) -> bool:
-    from ultimate_jobs.models import Job
+    """Every expected job has its row, hot or moved to history (Q2)."""
+    from ultimate_jobs.models import Job, JobHistory
 
-    return Job.objects.filter(pk__in=list(work.expected)).count() == len(work.expected)
+    expected = list(work.expected)
+    found = sum(m.objects.filter(pk__in=expected).count() for m in (Job, JobHistory))
+    return found == len(expected)
 
 
 if __name__ == "__main__":

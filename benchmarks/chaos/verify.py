@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import connection
 
-from ultimate_jobs.models import Job, JobStep, OutboxMessage
+from ultimate_jobs.models import Job, JobHistory, JobStep, OutboxMessage
 
 from .fleet import Fault, Fleet
 
@@ -122,11 +122,20 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_job[record["job"]].append(record)
+    # Q2: a job finished more than HISTORY_AFTER ago has moved to history; both count.
+    fields = (
+        "id",
+        "name",
+        "state",
+        "attempt",
+        "last_error",
+        "input",
+        "idempotency_key",
+    )
     rows = {
         str(r["id"]): r
-        for r in Job.objects.filter(name__startswith="chaosapp.").values(
-            "id", "name", "state", "attempt", "last_error", "input", "idempotency_key"
-        )
+        for model in (Job, JobHistory)
+        for r in model.objects.filter(name__startswith="chaosapp.").values(*fields)
     }
 
     # -- lost and stuck ------------------------------------------------------------------
@@ -233,6 +242,11 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
             "job_id", "name", "output"
         )
     }
+    for moved in JobHistory.objects.filter(name__startswith="chaosapp.").only(
+        "id", "trail"
+    ):  # the steps of a moved job travel in its trail (Q2)
+        for step in (moved.trail or {}).get("steps") or []:
+            stored[(str(moved.id), step["name"])] = step.get("output")
     executions: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         if record["k"] == "step":
@@ -265,6 +279,9 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     report.figures["body records"] = len(records)
     report.figures["body executions"] = sum(1 for r in records if r["k"] == "start")
     report.figures["keyed-limit overlaps"] = keyed_overlaps(records)
+    report.figures["jobs moved to history (Q2)"] = JobHistory.objects.filter(
+        name__startswith="chaosapp."
+    ).count()
     report.figures["jobs by state"] = dict(Counter(r["state"] for r in rows.values()))
     return report
 

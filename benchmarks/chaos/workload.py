@@ -23,7 +23,7 @@ from django.db import connection, transaction
 
 from tests.chaosapp.jobs import keyed, plain, retrying, staged, stepped
 from ultimate_jobs import JobsError, publish_event
-from ultimate_jobs.models import Job, OutboxMessage
+from ultimate_jobs.models import Job, JobHistory, OutboxMessage
 
 ACCOUNTS = 20  # keys of the keyed limit
 MIX = (  # kind, share of the jobs
@@ -77,12 +77,14 @@ HANDLES = {
 def landed(kind: str, rows: list[dict[str, Any]]) -> list[str] | None:
     """The ids of a wave that reached the database already, or None."""
     keys = [row["key"] for row in rows]
-    model = OutboxMessage if kind == "staged" else Job
-    found = dict(
-        model.objects.filter(
+    models = (OutboxMessage,) if kind == "staged" else (Job, JobHistory)  # Q2
+    found = {
+        key: job_id
+        for model in models
+        for key, job_id in model.objects.filter(
             name=HANDLES[kind].name, idempotency_key__in=keys
         ).values_list("idempotency_key", "id")
-    )
+    }
     if not found:
         return None
     assert len(found) == len(keys), (kind, len(found), len(keys))
