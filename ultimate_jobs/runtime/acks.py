@@ -29,6 +29,7 @@ from typing import Any
 
 from ultimate_jobs.db import Database
 from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.sql import arrays
 from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence
 
 logger = logging.getLogger(__name__)
@@ -127,9 +128,11 @@ class Acks:
             try:
                 rows = self.db.run(
                     JOB_COMPLETE,
-                    ids=[p.job["id"] for p in batch],
-                    lease_owners=[p.job["lease_owner"] for p in batch],
-                    progresses=[p.progress for p in batch],
+                    # Binary arrays (sql/arrays.py): psycopg's list dumper was
+                    # a tenth of a busy worker's Python time.
+                    ids=arrays.uuids([p.job["id"] for p in batch]),
+                    lease_owners=arrays.uuids([p.job["lease_owner"] for p in batch]),
+                    progresses=arrays.jsonbs([p.progress for p in batch]),
                     now=self.now(),
                 )
                 break

@@ -63,7 +63,7 @@ from ultimate_jobs.runtime.share import SlotShare
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
-from ultimate_jobs.sql import QUERIES, Query
+from ultimate_jobs.sql import QUERIES, Query, arrays
 from ultimate_jobs.sql.rows import (
     JOB_CLAIM,
     JOB_CLAIM_PLAIN,
@@ -181,6 +181,11 @@ class Worker:
         self._plain_names = [name for name in names if name not in capped]
         self._limited_names = [name for name in names if name in capped]
         self._names = names
+        # The plain claim's and the staging pass's array parameters never change:
+        # packed once (sql/arrays.py), not dumped element by element per statement.
+        self._packed_queues = arrays.texts(self.queues)
+        self._packed_plain_names = arrays.texts(self._plain_names)
+        self._packed_names = arrays.texts(names)
         self._dropped = [h.name for h in jobs if not h.definition.dead_letter]
         self._staged_at = float("-inf")
         self._stage_now = False
@@ -424,11 +429,11 @@ class Worker:
         return self._claimed_rows(
             db,
             JOB_CLAIM_PLAIN,
-            queues=self.queues,
+            queues=self._packed_queues,
             limit=limit,
             worker_id=self.worker_id,
             lease_seconds=self.settings.LEASE,
-            names=self._plain_names,
+            names=self._packed_plain_names,
             now=None,
         )
 
@@ -447,10 +452,10 @@ class Worker:
         lapsed final attempts buried and announced (W5)."""
         rows = db.run(
             JOB_STAGE,
-            queues=self.queues,
+            queues=self._packed_queues,
             limit=STAGE_BATCH,
             dropped=self._dropped,
-            names=self._names,
+            names=self._packed_names,
             now=None,
         )
         if db.unreadable:
