@@ -531,6 +531,20 @@ def on_alias(alias: str) -> Iterator[None]:
         _READING.reset(token)
 
 
+def queue_alias(queue: str) -> str:
+    """The alias a verb on ``queue`` acts on (Q1): the one ``on_alias`` chose, else
+    the queue's route."""
+    chosen = _READING.get()
+    return chosen if chosen is not None else _loaded().database_for(queue)
+
+
+def reading_aliases() -> tuple[str, ...]:
+    """The aliases a read or verb over every queue spans (Q1): the one ``on_alias``
+    chose, else every alias that holds jobs tables."""
+    chosen = _READING.get()
+    return (chosen,) if chosen is not None else _loaded().aliases
+
+
 @receiver(setting_changed)
 def _forget_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "ULTIMATE_JOBS":

@@ -7,7 +7,9 @@ drawn as SVG on the server (admin/charts.py). Every queue links to its jobs. Pau
 Resume are buttons: they need ``change_job``, record who paused, go through
 ``ultimate_jobs.api`` (a resume wakes the queue's workers, N1) and refuse a queue name
 nobody declares or uses. *Retry dead* requeues up to 1,000 of a queue's dead jobs per
-press (the bulk retry, P2; each job's retry recorded with the admin user). Numbers come from ``api.overview`` (api/overview.py).
+press (the bulk retry, P2; each job's retry recorded with the admin user). Numbers come
+from ``api.overview`` (api/overview.py), which reads every alias that holds jobs tables
+(Q1): with several, each queue names its database and links to its jobs there.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT
 from ultimate_jobs.api.overview import overview
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import Dashboard
 
@@ -41,11 +44,14 @@ def rows(queues: list[dict[str, Any]], hours: list[str]) -> list[dict[str, Any]]
     jobs = reverse("admin:ultimate_jobs_job_changelist")
     shown = []
     for queue in queues:
+        where = {"queue": queue["queue"]}
+        if queue["database"] != get_settings().DATABASE:
+            where["database"] = queue["database"]  # Q1: the job list's alias filter
         shown.append(
             {
                 **queue,
-                "jobs_url": f"{jobs}?{urlencode({'queue': queue['queue']})}",
-                "dead_url": f"{jobs}?{urlencode({'queue': queue['queue'], 'state': 'dead'})}",
+                "jobs_url": f"{jobs}?{urlencode(where)}",
+                "dead_url": f"{jobs}?{urlencode(where | {'state': 'dead'})}",
                 "oldest": charts.age(queue["oldest_ready_seconds"]),
                 "hour_rate": charts.percent(queue["hour"]["failure_rate"]),
                 "day_rate": charts.percent(queue["day"]["failure_rate"]),
@@ -117,6 +123,7 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             "can_operate": self.has_operate_permission(request),
             "queue_url": reverse("admin:ultimate_jobs_dashboard_queue"),
             "workers": len(api.workers()),
+            "several_databases": len(get_settings().aliases) > 1,
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/ultimate_jobs/dashboard.html", context)

@@ -42,6 +42,7 @@ class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
     )
     list_display_links = None
     list_filter = (
+        job_list.DatabaseFilter,  # Q1: every alias keeps its own history
         job_list.StateFilter,
         job_list.QueueFilter,
         job_list.NameFilter,

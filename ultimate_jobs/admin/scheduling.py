@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -21,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from ultimate_jobs.admin.permissions import NoAddOrDelete, ReadOnly
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import LeaderLease, Schedule, TaskWatermark
@@ -154,6 +156,18 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cleaned = super().clean() or {}
         fields = {name: cleaned[name] for name in self.Meta.fields if name in cleaned}
         schedules.schedule_errors(Schedule(**fields))
+        job = str(cleaned.get("job") or "")
+        here = get_settings().DATABASE
+        if (where := schedules.schedule_alias(job)) != here:
+            # Q1: the admin keeps schedules on DATABASE, whose leader would not fire
+            # a job of a queue that lives on another alias.
+            raise ValidationError(
+                {
+                    "job": f"{job}'s queue lives on database {where!r}, and this "
+                    f"page keeps schedules on {here!r}: create it with "
+                    "ultimate_jobs.recur(), which keeps it on its queue's database"
+                }
+            )
         return cleaned
 
 

@@ -7,7 +7,8 @@ depth and oldest due age (as the metrics report them, M1), whether and by whom i
 paused, and its throughput and failure rate over the last hour and day with 24 hourly
 points, all from the per-job counters (P5) that the settle statements move. It reads
 the live rows and dead letters through the state indexes and the counters' last day,
-never the finished rows, so it stays fast on a million-row table.
+never the finished rows, so it stays fast on a million-row table. With queues on
+several aliases (Q1) every alias is read and each queue says which alias holds it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db.models import Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.models import CounterTier, Job, JobCounter, QueuePause
@@ -34,14 +35,14 @@ def declared_queues() -> set[str]:
     return set(registry.queues()) | set(get_settings().QUEUES)
 
 
-def _queue_of(names: set[str]) -> dict[str, str]:
+def _queue_of(names: set[str], alias: str) -> dict[str, str]:
     """The queue of each job name: its declaration, else the newest row's queue."""
     found = {n: registry.get(n).definition.queue for n in names if n in registry}
     for name in names - found.keys():
         # Any row of the name will do: no ORDER BY, so the (name, ...) index answers
         # at once, also for a name none of whose rows is left.
         rows = list(
-            Job.objects.using(get_settings().DATABASE)
+            Job.objects.using(alias)
             .filter(name=name)
             .order_by()
             .values_list("queue", flat=True)[:1]
@@ -53,6 +54,7 @@ def _queue_of(names: set[str]) -> dict[str, str]:
 def _empty(queue: str, declared: set[str]) -> dict[str, Any]:
     return {
         "queue": queue,
+        "database": get_settings().database_for(queue),
         "declared": queue in declared,
         "states": dict.fromkeys(WATCHED, 0),
         "depth": 0,
@@ -70,7 +72,6 @@ def _rate(done: int, failed: int) -> float | None:
 
 def overview(now: datetime | None = None) -> dict[str, Any]:
     """Every known queue's numbers, sorted by name, and the hours of the series."""
-    alias = get_settings().DATABASE
     declared = declared_queues()
     queues: dict[str, dict[str, Any]] = {}
 
@@ -79,21 +80,22 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
 
     for queue in declared:
         entry(queue)
-    for row in DjangoDatabase(alias).run(QUEUE_OVERVIEW, now=now):
-        found = entry(row["queue"])
-        found["states"][row["state"]] = row["jobs"]
-        found["depth"] += row["due"]
-        if row["oldest_due_seconds"] is not None:
-            found["oldest_ready_seconds"] = max(
-                found["oldest_ready_seconds"], float(row["oldest_due_seconds"])
-            )
-    for pause in QueuePause.objects.using(alias).order_by("queue"):
-        entry(pause.queue)["paused"] = {
-            "by": pause.paused_by,
-            "at": pause.paused_at.isoformat(),
-        }
     clock = now if now is not None else timezone.now()
-    hours = _count_hours(alias, clock, entry)
+    for alias in reading_aliases():  # Q1: every alias that holds jobs tables
+        for row in DjangoDatabase(alias).run(QUEUE_OVERVIEW, now=now):
+            found = entry(row["queue"])
+            found["states"][row["state"]] += row["jobs"]
+            found["depth"] += row["due"]
+            if row["oldest_due_seconds"] is not None:
+                found["oldest_ready_seconds"] = max(
+                    found["oldest_ready_seconds"], float(row["oldest_due_seconds"])
+                )
+        for pause in QueuePause.objects.using(alias).order_by("queue"):
+            entry(pause.queue)["paused"] = {
+                "by": pause.paused_by,
+                "at": pause.paused_at.isoformat(),
+            }
+        hours = _count_hours(alias, clock, entry)
     for found in queues.values():
         done = sum(p["done"] for p in found["series"])
         failed = sum(p["failed"] for p in found["series"])
@@ -132,7 +134,7 @@ def _count_hours(alias: str, now: datetime, entry: Any) -> list[str]:
     past_hour = list(
         _sums(minutes.filter(bucket__gt=now - timedelta(hours=1)).values("name"))
     )
-    queue_of = _queue_of({r["name"] for r in by_hour})
+    queue_of = _queue_of({r["name"] for r in by_hour}, alias)
     for row in by_hour:
         index = int((row["hour"] - first).total_seconds() // 3600)
         if 0 <= index < HOURS:

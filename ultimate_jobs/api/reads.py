@@ -17,7 +17,7 @@ from django.db.models.functions import Cast, Now
 from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.backfills import ledger
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import registry
@@ -452,23 +452,29 @@ def _cursor(field: str, value: str | uuid.UUID) -> uuid.UUID:
 
 
 def queue_stats() -> list[dict[str, Any]]:
-    """Per queue: jobs by state, the oldest ready job's age, and whether it is paused."""
-    rows = DjangoDatabase(get_settings().DATABASE).run(QUERIES["queue_stats"])
+    """Per queue: jobs by state, the oldest ready job's age, whether it is paused, and
+    the alias that holds it; every alias is read (Q1)."""
     queues: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        entry = queues.setdefault(
-            row["queue"],
-            {
-                "queue": row["queue"],
-                "states": dict.fromkeys(JobState.values, 0),
-                "oldest_ready_seconds": None,
-                "paused": row["paused"],
-            },
-        )
-        if row["state"] is not None:
-            entry["states"][row["state"]] = row["jobs"]
-        if row["oldest_ready_seconds"] is not None:
-            entry["oldest_ready_seconds"] = max(float(row["oldest_ready_seconds"]), 0.0)
+    for alias in reading_aliases():
+        for row in DjangoDatabase(alias).run(QUERIES["queue_stats"]):
+            entry = queues.setdefault(
+                row["queue"],
+                {
+                    "queue": row["queue"],
+                    "database": get_settings().database_for(row["queue"]),
+                    "states": dict.fromkeys(JobState.values, 0),
+                    "oldest_ready_seconds": None,
+                    "paused": False,
+                },
+            )
+            entry["paused"] = entry["paused"] or row["paused"]
+            if row["state"] is not None:
+                entry["states"][row["state"]] += row["jobs"]
+            if row["oldest_ready_seconds"] is not None:
+                entry["oldest_ready_seconds"] = max(
+                    float(row["oldest_ready_seconds"]),
+                    entry["oldest_ready_seconds"] or 0.0,
+                )
     for entry in queues.values():
         entry["depth"] = entry["states"]["ready"]
     return [queues[q] for q in sorted(queues)]

@@ -21,7 +21,7 @@ import psycopg
 from django.db import transaction
 
 from ultimate_jobs.api.reads import find_job, locate, parse_job_id
-from ultimate_jobs.conf import get_settings, on_alias
+from ultimate_jobs.conf import get_settings, on_alias, queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
@@ -254,18 +254,18 @@ def cancel_by_key(
             key,
             f"a non-empty idempotency key of at most {MAX_KEY_LENGTH} characters",
         )
-    live = (
-        Job.objects.using(get_settings().DATABASE)
-        .filter(name=job_name, idempotency_key=key)
-        .exclude(state__in=FINISHED_STATES)
-    )
-    if tenant is not ANY_TENANT:
-        if tenant is not None and not isinstance(tenant, str):
-            raise InvalidArgument(
-                "tenant", tenant, "a tenant id, or None for no tenant"
-            )
-        live = live.filter(tenant_id=tenant)
-    holders = list(live.order_by("id").values_list("id", "tenant_id")[:2])
+    if tenant is not ANY_TENANT and tenant is not None and not isinstance(tenant, str):
+        raise InvalidArgument("tenant", tenant, "a tenant id, or None for no tenant")
+    holders: list[tuple[uuid.UUID, str | None]] = []
+    for alias in reading_aliases():  # Q1: the job's queue may live on any alias
+        live = (
+            Job.objects.using(alias)
+            .filter(name=job_name, idempotency_key=key)
+            .exclude(state__in=FINISHED_STATES)
+        )
+        if tenant is not ANY_TENANT:
+            live = live.filter(tenant_id=tenant)
+        holders += live.order_by("id").values_list("id", "tenant_id")[:2]
     if len(holders) > 1:
         raise InvalidArgument(
             "tenant",
@@ -319,16 +319,19 @@ def promote(job_id: object, *, actor: Any = None) -> None:
 
 def pause_queue(queue: str, *, by: str = "") -> bool:
     """Pause a queue: no worker claims from it from its next claim on; enqueues land.
-    Answers whether it was running (False: it was paused already)."""
+    Answers whether it was running (False: it was paused already). The pause is kept
+    on the alias that holds the queue (Q1), where its claims read it."""
     by = check_text(str(by)[:255], field="by", max_length=255)
+    queue = validate_queue(queue)
     return bool(
-        _db().run(QUERIES["queue_pause"], queue=validate_queue(queue), paused_by=by)
+        _db(queue_alias(queue)).run(QUERIES["queue_pause"], queue=queue, paused_by=by)
     )
 
 
 def resume_queue(queue: str) -> bool:
     """Resume a paused queue; answers whether it was paused."""
-    return bool(_db().run(QUERIES["queue_resume"], queue=validate_queue(queue)))
+    queue = validate_queue(queue)
+    return bool(_db(queue_alias(queue)).run(QUERIES["queue_resume"], queue=queue))
 
 
 def drain_worker(worker_id: str, *, by: str = "") -> bool:
@@ -342,11 +345,13 @@ def drain_worker(worker_id: str, *, by: str = "") -> bool:
 
 
 def paused_queues() -> list[str]:
-    """The paused queues, by name."""
-    return list(
-        QueuePause.objects.using(get_settings().DATABASE)
-        .order_by("queue")
-        .values_list("queue", flat=True)
+    """The paused queues, by name, of every alias (Q1)."""
+    return sorted(
+        {
+            queue
+            for alias in reading_aliases()
+            for queue in QueuePause.objects.using(alias).values_list("queue", flat=True)
+        }
     )
 
 
@@ -385,15 +390,14 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
-    rows = _db().run(
-        QUERIES["job_bulk_candidates"],
-        state=state,
-        queue=queue,
-        name=name,
-        tenant_id=tenant_id,
-        requeue=kind == "requeue",
-        limit=BULK_LIMIT,
-    )
+    filters = {"state": state, "queue": queue, "name": name, "tenant_id": tenant_id}
+    aliases = (queue_alias(queue),) if queue is not None else reading_aliases()
+    ids: list[uuid.UUID] = []
+    remaining = 0
+    for alias in aliases:  # Q1: the matching jobs of every alias, 1,000 in all
+        taken, left = _candidates(alias, BULK_LIMIT - len(ids), kind, filters)
+        ids += taken
+        remaining += left
     who = operator_of(actor)
     single: dict[str, Callable[..., object]] = {
         "retry": retry,
@@ -401,12 +405,12 @@ def bulk(
         "promote": promote,
     }
     affected = 0
-    for row in rows:
+    for pk in ids:
         try:
             if verb == "cancel":
-                cancel(row["id"], reason, actor=who)
+                cancel(pk, reason, actor=who)
             else:
-                single[verb](row["id"], actor=who)
+                single[verb](pk, actor=who)
         except (
             JobNotRequeueable,
             JobNotCancellable,
@@ -416,4 +420,22 @@ def bulk(
         ):
             continue  # it moved on (or a key was taken) between the read and the write
         affected += 1
-    return {"affected": affected, "remaining": rows[0]["remaining"] if rows else 0}
+    return {"affected": affected, "remaining": remaining}
+
+
+def _candidates(
+    alias: str, budget: int, kind: str, filters: dict[str, str | None]
+) -> tuple[list[uuid.UUID], int]:
+    """At most ``budget`` ids a bulk verb may move on ``alias``, and how many more a
+    later call could (all of them when the budget is spent)."""
+    rows = _db(alias).run(
+        QUERIES["job_bulk_candidates"],
+        **filters,
+        requeue=kind == "requeue",
+        limit=max(budget, 1),
+    )
+    if not rows:
+        return [], 0
+    if budget <= 0:  # nothing taken here: this alias's first row and the rest remain
+        return [], int(rows[0]["remaining"]) + 1
+    return [row["id"] for row in rows], int(rows[0]["remaining"])

@@ -566,8 +566,10 @@ class Scheduler:
             for row in build_rows(handle, [kwargs]):
                 if self.settings.database_for(row.queue) != self.alias:
                     # Q1: a task's rows of another alias are fired by that alias's
-                    # leader. A runtime schedule is stored on DATABASE only, so its
-                    # rows of a routed queue are fired nowhere: said loudly.
+                    # leader. A runtime schedule is kept on its job's queue's alias
+                    # (recur), so only a route changed since it was stored sends its
+                    # rows elsewhere: they are fired nowhere, said loudly (call
+                    # recur again to move it).
                     if entry.kind != "task":
                         logger.error(
                             "jobs.scheduler.routed-schedule",

@@ -11,6 +11,10 @@ distinct from every scheduled occurrence, whose keys carry the occurrence.
 
 A name given to these verbs is looked up among declared tasks first, then among
 schedule keys (``recur`` refuses a key that a declared task already uses).
+
+With queues on several aliases (Q1) a schedule is kept on the alias that holds its
+job's queue, whose scheduler leader fires it; a task fires on every alias its jobs'
+queues live on, so pausing or resuming one acts on every alias.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import get_settings, queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.bounds import check_text, text_problem
 from ultimate_jobs.declaration.context import correlation_scope
@@ -59,8 +63,12 @@ if TYPE_CHECKING:
     from ultimate_jobs.models import Schedule
 
 
-def _db() -> DjangoDatabase:
-    return DjangoDatabase(get_settings().DATABASE)
+def schedule_alias(job_name: str) -> str:
+    """The alias a runtime schedule of ``job_name`` is kept on (Q1): the one that
+    holds the job's queue, whose scheduler leader fires it."""
+    if job_name not in registry:
+        return get_settings().DATABASE
+    return queue_alias(registry.get(job_name).definition.queue)
 
 
 # -- checking a schedule ---------------------------------------------------------------
@@ -211,7 +219,12 @@ def recur(
     if fields["input"] is None:
         fields["input"] = {}
     check_schedule(Schedule(key=schedule_key, **fields))  # before touching a row
-    alias = get_settings().DATABASE
+    alias = schedule_alias(str(fields["job"]))
+    for other in reading_aliases():  # one row per key: a route that moved moves it
+        if other != alias:
+            with transaction.atomic(using=other):
+                for moved in Schedule.objects.using(other).filter(key=schedule_key):
+                    moved.delete()
     schedule, _ = Schedule.objects.using(alias).update_or_create(
         key=schedule_key, defaults=fields
     )
@@ -225,12 +238,12 @@ def unrecur(schedule_key: str) -> bool:
     check_text(
         schedule_key, field="schedule_key", max_length=200, error=InvalidArgument
     )
-    alias = get_settings().DATABASE
     found = False
-    with transaction.atomic(using=alias):
-        for schedule in Schedule.objects.using(alias).filter(key=schedule_key):
-            schedule.delete()
-            found = True
+    for alias in reading_aliases():  # Q1: kept on its job's queue's alias
+        with transaction.atomic(using=alias):
+            for schedule in Schedule.objects.using(alias).filter(key=schedule_key):
+                schedule.delete()
+                found = True
     return found
 
 
@@ -245,6 +258,9 @@ class Target:
     name: str
     schedule: CronSchedule
     entries: Callable[[datetime], Entries]
+    # The aliases whose watermark holds it back (Q1): a schedule's own, every alias
+    # for a task.
+    aliases: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -264,15 +280,21 @@ def _target(task: TaskHandle | str) -> Target:
             d.name,
             CronSchedule(d.schedule.expression, d.schedule.tz),
             handle.entries,
+            reading_aliases(),
         )
-    row = Schedule.objects.using(get_settings().DATABASE).filter(key=task).first()
-    if row is None:
+    for alias in reading_aliases():
+        row = Schedule.objects.using(alias).filter(key=task).first()
+        if row is not None:
+            break
+    else:
         return _recorded_task(task)
 
     def entries(occurrence: datetime) -> Entries:
         return check_entries(row.key, [(registry.get(row.job), dict(row.input or {}))])
 
-    return Target("schedule", row.key, CronSchedule(row.cron, row.tz), entries)
+    return Target(
+        "schedule", row.key, CronSchedule(row.cron, row.tz), entries, (alias,)
+    )
 
 
 def _recorded_task(name: str) -> Target:
@@ -293,28 +315,37 @@ def _recorded_task(name: str) -> Target:
     def entries(occurrence: datetime) -> Entries:
         raise TaskNotLoaded(name)
 
-    return Target("task", name, CronSchedule(cron, tz), entries)
+    return Target("task", name, CronSchedule(cron, tz), entries, reading_aliases())
 
 
 def pause_task(task: TaskHandle | str, *, by: str = "") -> bool:
     """Hold a task (or schedule) back from its very next occurrence on; answers
     whether it was running. Its watermark stays, so ``resume_task`` catches up."""
     target = _target(task)
-    rows = _db().run(
-        QUERIES["task_pause"],
-        key=target.key,
-        kind=target.kind,
-        name=target.name,
-        paused_by=check_text(str(by)[:255], field="by", max_length=255),
-        now=None,
-    )
-    return bool(rows)
+    by = check_text(str(by)[:255], field="by", max_length=255)
+    paused = [
+        DjangoDatabase(alias).run(
+            QUERIES["task_pause"],
+            key=target.key,
+            kind=target.kind,
+            name=target.name,
+            paused_by=by,
+            now=None,
+        )
+        for alias in target.aliases
+    ]
+    return any(paused)
 
 
 def resume_task(task: TaskHandle | str) -> bool:
     """Let a paused task fire again: what it missed fires per its catch-up policy at
     the leader's next tick. Answers whether it was paused."""
-    return bool(_db().run(QUERIES["task_resume"], key=_target(task).key))
+    target = _target(task)
+    resumed = [
+        DjangoDatabase(alias).run(QUERIES["task_resume"], key=target.key)
+        for alias in target.aliases
+    ]
+    return any(resumed)
 
 
 def next_run(task: TaskHandle | str, after: datetime | None = None) -> datetime:
@@ -364,16 +395,19 @@ def live_runs(target: Target, names: set[str]) -> list[Any]:
         return []
     from ultimate_jobs.models import LIVE_STATES, Job
 
-    return list(
-        Job.objects.using(get_settings().DATABASE)
-        .filter(
-            name__in=sorted(names),
-            state__in=LIVE_STATES,
-            correlation_id__startswith=f"{target.key}@",
+    live: list[Any] = []
+    for alias in reading_aliases():  # Q1: its jobs' queues may live on any alias
+        live += (
+            Job.objects.using(alias)
+            .filter(
+                name__in=sorted(names),
+                state__in=LIVE_STATES,
+                correlation_id__startswith=f"{target.key}@",
+            )
+            .order_by("id")
+            .values_list("id", flat=True)[:10]
         )
-        .order_by("id")
-        .values_list("id", flat=True)[:10]
-    )
+    return sorted(live)[:10]
 
 
 @dataclass(frozen=True)
@@ -397,8 +431,12 @@ def task_fires() -> list[TaskFire]:
     """Every declared task and stored schedule with its last fire, by kind and name."""
     from ultimate_jobs.models import Schedule, TaskWatermark
 
-    alias = get_settings().DATABASE
-    marks = {m.key: m for m in TaskWatermark.objects.using(alias)}
+    marks: dict[str, TaskWatermark] = {}
+    schedules: list[Schedule] = []
+    for alias in reading_aliases():  # Q1: a task's first alias that knows it
+        for found in TaskWatermark.objects.using(alias):
+            marks.setdefault(found.key, found)
+        schedules += Schedule.objects.using(alias)
     now = datetime.now(UTC)
     out: list[TaskFire] = []
     known: list[tuple[str, str, str, str, str]] = [
@@ -413,7 +451,7 @@ def task_fires() -> list[TaskFire]:
     ]
     known += [
         ("schedule", s.key, s.cron, s.tz, s.catch_up)
-        for s in Schedule.objects.using(alias).order_by("key")
+        for s in sorted(schedules, key=lambda s: s.key)
     ]
     for kind, name, cron, tz, catch_up in known:
         mark = marks.get(f"{kind}:{name}")

@@ -983,23 +983,31 @@ slots AS (
 )
 SELECT removed.id FROM removed;
 
+-- fragment: bulk_match
+-- The filters of a bulk operator verb (P2) on the row `job`: its state, and the queue,
+-- name and tenant when given.
+job.state = %(state)s::text
+AND (%(queue)s::text IS NULL OR job.queue = %(queue)s::text)
+AND (%(name)s::text IS NULL OR job.name = %(name)s::text)
+AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
+
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per
--- call). For a requeue, a finished row whose key a live job holds is left out (it could
--- not move), and of several finished rows sharing one key only the oldest is taken,
--- so "call until remaining is zero" ends. `remaining` counts what a later call could
--- still move after these.
+-- call), from the hot table and from history (Q2: a finished job moved there is
+-- retried or removed like one still in the hot table). For a requeue, a finished row
+-- whose key a live job holds is left out (it could not move), and of several finished
+-- rows sharing one key only the oldest is taken, so "call until remaining is zero"
+-- ends. `remaining` counts what a later call could still move after these.
 WITH matching AS (
     SELECT job.id, job.name, job.tenant_id, job.idempotency_key
       FROM ultimate_jobs_job AS job
-     WHERE job.state = %(state)s::text
-       AND (%(queue)s::text IS NULL OR job.queue = %(queue)s::text)
-       AND (%(name)s::text IS NULL OR job.name = %(name)s::text)
-       AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
-       AND (
-            NOT %(requeue)s::boolean
-            OR {{key_free}}
-       )
+     WHERE {{bulk_match}}
+       AND (NOT %(requeue)s::boolean OR {{key_free}})
+     UNION ALL
+    SELECT job.id, job.name, job.tenant_id, job.idempotency_key
+      FROM ultimate_jobs_job_history AS job
+     WHERE {{bulk_match}}
+       AND (NOT %(requeue)s::boolean OR {{key_free}})
 ),
 movable AS (
     SELECT DISTINCT ON (
