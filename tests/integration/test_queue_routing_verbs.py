@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from django.db import connections
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.testapp.jobs import noop
 from ultimate_jobs import NO_TENANT, api, job, recur, unrecur
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.conf import load_settings, on_alias
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.models import Job, JobHistory, QueuePause, Schedule
+from ultimate_jobs.models import Job, JobHistory, QueuePause, Schedule, Worker
 from ultimate_jobs.runtime import history
 from ultimate_jobs.scheduling import schedules
 from ultimate_jobs.scheduling.scheduler import Scheduler
@@ -211,3 +212,31 @@ def test_the_dashboard_adds_every_alias_up_and_links_to_the_queues_alias(
     html = page.content.decode()
     assert "on jobs_b" in html
     assert "?queue=routed&amp;database=jobs_b&amp;state=dead" in html
+
+
+def registered(alias: str, worker_id: str) -> None:
+    now = timezone.now()
+    Worker.objects.using(alias).create(
+        id=worker_id,
+        host="h",
+        pid=1,
+        started_at=now,
+        slots=4,
+        heartbeat_at=now,
+        expires_at=now + timedelta(minutes=1),
+    )
+
+
+def test_workers_of_every_alias_are_listed_and_drained():
+    """Q1, W7: a worker registered only on the routed alias is listed and can be
+    drained (its heartbeat reads the row of its own alias); one registered on both
+    aliases is listed once, naming both."""
+    registered("jobs_b", "routed-only")
+    registered("default", "both")
+    registered("jobs_b", "both")
+    listed = {w["id"]: w["databases"] for w in api.workers()}
+    assert listed == {"both": ["default", "jobs_b"], "routed-only": ["jobs_b"]}
+    assert api.drain_worker("routed-only", by="ops") is True
+    row = Worker.objects.using("jobs_b").get(id="routed-only")
+    assert (row.drain_requested_at is not None, row.drain_requested_by) == (True, "ops")
+    assert api.drain_worker("gone") is False

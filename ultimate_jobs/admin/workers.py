@@ -21,6 +21,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
 from ultimate_jobs import api
+from ultimate_jobs.admin.job_list import DatabaseFilter
 from ultimate_jobs.models import Worker
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class WorkerAdmin(WorkerModelAdmin):
     )
     fields = readonly_fields
     actions = ("drain_workers",)
+    list_filter = (DatabaseFilter,)  # Q1: every alias keeps its own registry
     show_full_result_count = False
 
     @admin.display(description="status")

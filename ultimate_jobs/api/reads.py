@@ -481,22 +481,25 @@ def queue_stats() -> list[dict[str, Any]]:
 
 
 def workers() -> list[dict[str, Any]]:
-    """Every live worker: id, host, pid, queues, slots, in-flight job ids, heartbeat."""
-    live = (
-        Worker.objects.using(get_settings().DATABASE)
-        .filter(expires_at__gt=Now())
-        .order_by("id")
-    )
-    return [
-        {
-            "id": w.id,
-            "host": w.host,
-            "pid": w.pid,
-            "queues": w.queues,
-            "slots": w.slots,
-            "in_flight": w.in_flight,
-            "started_at": w.started_at.isoformat(),
-            "heartbeat_at": w.heartbeat_at.isoformat(),
-        }
-        for w in live
-    ]
+    """Every live worker: id, host, pid, queues, slots, in-flight job ids, heartbeat,
+    and the aliases it is registered on (Q1: one row per alias its queues live on)."""
+    found: dict[str, dict[str, Any]] = {}
+    for alias in reading_aliases():
+        live = Worker.objects.using(alias).filter(expires_at__gt=Now())
+        for w in live.order_by("id"):
+            if w.id in found:
+                found[w.id]["databases"].append(alias)
+                found[w.id]["in_flight"] += w.in_flight
+                continue
+            found[w.id] = {
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "queues": w.queues,
+                "slots": w.slots,
+                "in_flight": list(w.in_flight),
+                "started_at": w.started_at.isoformat(),
+                "heartbeat_at": w.heartbeat_at.isoformat(),
+                "databases": [alias],
+            }
+    return [found[worker_id] for worker_id in sorted(found)]

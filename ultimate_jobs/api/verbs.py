@@ -339,9 +339,13 @@ def drain_worker(worker_id: str, *, by: str = "") -> bool:
     what it runs and exits. Answers whether the worker was live."""
     worker_id = check_text(str(worker_id), field="worker_id", max_length=200)
     by = check_text(str(by)[:255], field="by", max_length=255)
-    return bool(
-        _db().run(QUERIES["worker_drain_request"], id=worker_id, requested_by=by)
-    )
+    # Q1: a worker registers on every alias its queues live on, and each of its
+    # heartbeats reads the row of its own alias.
+    asked = [
+        _db(alias).run(QUERIES["worker_drain_request"], id=worker_id, requested_by=by)
+        for alias in reading_aliases()
+    ]
+    return any(asked)
 
 
 def paused_queues() -> list[str]:
