@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.db import connections
 from django.urls import reverse
-from django.utils import timezone
 
+from tests.integration.test_queue_routing_surfaces import register
 from tests.testapp.jobs import noop
 from ultimate_jobs import NO_TENANT, api, job, recur, unrecur
 from ultimate_jobs.api.overview import overview
@@ -214,26 +214,13 @@ def test_the_dashboard_adds_every_alias_up_and_links_to_the_queues_alias(
     assert "?queue=routed&amp;database=jobs_b&amp;state=dead" in html
 
 
-def registered(alias: str, worker_id: str) -> None:
-    now = timezone.now()
-    Worker.objects.using(alias).create(
-        id=worker_id,
-        host="h",
-        pid=1,
-        started_at=now,
-        slots=4,
-        heartbeat_at=now,
-        expires_at=now + timedelta(minutes=1),
-    )
-
-
 def test_workers_of_every_alias_are_listed_and_drained():
     """Q1, W7: a worker registered only on the routed alias is listed and can be
     drained (its heartbeat reads the row of its own alias); one registered on both
     aliases is listed once, naming both."""
-    registered("jobs_b", "routed-only")
-    registered("default", "both")
-    registered("jobs_b", "both")
+    register("jobs_b", "routed-only")
+    register("default", "both")
+    register("jobs_b", "both")
     listed = {w["id"]: w["databases"] for w in api.workers()}
     assert listed == {"both": ["default", "jobs_b"], "routed-only": ["jobs_b"]}
     assert api.drain_worker("routed-only", by="ops") is True
