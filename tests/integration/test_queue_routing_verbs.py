@@ -227,3 +227,20 @@ def test_workers_of_every_alias_are_listed_and_drained():
     row = Worker.objects.using("jobs_b").get(id="routed-only")
     assert (row.drain_requested_at is not None, row.drain_requested_by) == (True, "ops")
     assert api.drain_worker("gone") is False
+
+
+def test_the_admin_lists_the_schedules_and_watermarks_of_an_alias(
+    admin_client, reports
+):
+    """Q1, C6: the schedule and watermark lists take the database filter, so a
+    schedule ``recur`` kept on the routed alias is listed there, with its state."""
+    recur(reports, {"key": "daily"}, cron="0 9 * * *", tz="UTC", schedule_key="rep")
+    schedules.pause_task("rep", by="ops")
+    url = reverse("admin:ultimate_jobs_schedule_changelist")
+    assert list(admin_client.get(url).context["cl"].result_list) == []
+    listed = admin_client.get(url, {"database": "jobs_b"}).context["cl"]
+    assert [row.key for row in listed.result_list] == ["rep"]
+    assert "paused" in admin_client.get(url, {"database": "jobs_b"}).content.decode()
+    marks = reverse("admin:ultimate_jobs_taskwatermark_changelist")
+    page = admin_client.get(marks, {"database": "jobs_b"}).context["cl"]
+    assert [row.key for row in page.result_list] == ["schedule:rep"]

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from ultimate_jobs.admin.job_list import DatabaseFilter
 from ultimate_jobs.admin.permissions import NoAddOrDelete, ReadOnly
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
@@ -228,7 +229,8 @@ class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
         "fired",
     )
     search_fields = ("key", "job")
-    list_filter = ("job", "catch_up")
+    # Q1: a schedule lives on its job's queue's alias (recur); listed by this filter.
+    list_filter = (DatabaseFilter, "job", "catch_up")
     actions = ("pause", "resume", "run_now", "run_now_forced")
 
     def _names(self, queryset: QuerySet[Schedule]) -> list[tuple[Model, str]]:
@@ -238,7 +240,8 @@ class ScheduleAdmin(_Verbs, ScheduleModelAdmin):
         return ("state", "next_run", "last_fire", "fired") if obj else ()
 
     def _mark(self, row: Schedule) -> TaskWatermark | None:
-        return TaskWatermark.objects.filter(key=row.watermark_key).first()
+        marks = TaskWatermark.objects.using(row._state.db or get_settings().DATABASE)
+        return marks.filter(key=row.watermark_key).first()
 
     @admin.display(description="state")
     def state(self, row: Schedule) -> str:
@@ -273,7 +276,7 @@ class TaskWatermarkAdmin(NoAddOrDelete, _Verbs, TaskWatermarkModelAdmin):
         "spec",
         "last_fired_at",
     )
-    list_filter = ("kind", "paused")
+    list_filter = (DatabaseFilter, "kind", "paused")  # Q1: each alias's watermarks
     search_fields = ("key",)
     actions = ("pause", "resume", "run_now", "run_now_forced")
 
