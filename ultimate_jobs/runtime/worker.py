@@ -180,7 +180,6 @@ class Worker:
             capped = set(names)
         self._plain_names = [name for name in names if name not in capped]
         self._limited_names = [name for name in names if name in capped]
-        self._names = names
         # The plain claim's and the staging pass's array parameters never change:
         # packed once (sql/arrays.py), not dumped element by element per statement.
         self._packed_queues = arrays.texts(self.queues)

@@ -19,7 +19,7 @@ queues live on, so pausing or resuming one acts on every alias.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -220,11 +220,8 @@ def recur(
         fields["input"] = {}
     check_schedule(Schedule(key=schedule_key, **fields))  # before touching a row
     alias = schedule_alias(str(fields["job"]))
-    for other in reading_aliases():  # one row per key: a route that moved moves it
-        if other != alias:
-            with transaction.atomic(using=other):
-                for moved in Schedule.objects.using(other).filter(key=schedule_key):
-                    moved.delete()
+    # One row per key: a route that moved since the last call moves the schedule.
+    _delete(schedule_key, [other for other in reading_aliases() if other != alias])
     schedule, _ = Schedule.objects.using(alias).update_or_create(
         key=schedule_key, defaults=fields
     )
@@ -233,13 +230,19 @@ def recur(
 
 def unrecur(schedule_key: str) -> bool:
     """Remove a runtime schedule and its watermark; answers whether it existed."""
-    from ultimate_jobs.models import Schedule
-
     check_text(
         schedule_key, field="schedule_key", max_length=200, error=InvalidArgument
     )
+    return _delete(schedule_key, reading_aliases())  # Q1: on its queue's alias
+
+
+def _delete(schedule_key: str, aliases: Sequence[str]) -> bool:
+    """Delete the schedule ``schedule_key`` on each of ``aliases`` one by one, so the
+    receiver forgets each one's watermark; answers whether any existed."""
+    from ultimate_jobs.models import Schedule
+
     found = False
-    for alias in reading_aliases():  # Q1: kept on its job's queue's alias
+    for alias in aliases:
         with transaction.atomic(using=alias):
             for schedule in Schedule.objects.using(alias).filter(key=schedule_key):
                 schedule.delete()
@@ -260,7 +263,7 @@ class Target:
     entries: Callable[[datetime], Entries]
     # The aliases whose watermark holds it back (Q1): a schedule's own, every alias
     # for a task.
-    aliases: tuple[str, ...] = ()
+    aliases: tuple[str, ...]
 
     @property
     def key(self) -> str:
