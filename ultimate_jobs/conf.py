@@ -27,15 +27,19 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from ultimate_jobs.declaration.bounds import (
-    DEFAULT_MAX_INPUT_BYTES,
-    DEFAULT_MAX_INPUT_DEPTH,
-)
-from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
 from ultimate_jobs.declaration.retention import check_retention
-from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
+from ultimate_jobs.ground.bounds import (
+    DEFAULT_MAX_INPUT_BYTES,
+    DEFAULT_MAX_INPUT_DEPTH,
+)
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import (
+    ConfigurationError,
+    InvalidArgument,
+    JobsError,
+)
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")

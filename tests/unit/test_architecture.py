@@ -21,7 +21,7 @@ ROOT = "ultimate_jobs"
 
 # Bottom to top; a name is the module or package right under ultimate_jobs.
 LAYERS: list[set[str]] = [
-    {"exceptions", "signals", "keyset"},  # the ground
+    {"ground"},  # exceptions, signals, keyset, ids, context, bounds, durations, cancel
     {"declaration"},  # what a job is: no database, no settings
     {"conf"},
     {"sql", "db", "models", "migrations"},  # storage: the one door
@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     {"enqueue"},
     {"durable"},
     {"runtime"},
+    {"maintenance"},  # the leader's chores and lease
     {"scheduling"},
     {"retention", "webhooks", "backfills", "exports"},  # features built on jobs
     # tenancy: the tenant guard app models opt into (B7), beside the middleware

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ultimate_jobs.exceptions import JobNameTaken, UnknownJob
+from ultimate_jobs.ground.exceptions import JobNameTaken, UnknownJob
 
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle

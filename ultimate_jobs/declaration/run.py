@@ -13,60 +13,21 @@ made outside a worker or the testing runner has none, and refuses them.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs.declaration.runlog import RunLogBuffer, RunLogger
-from ultimate_jobs.exceptions import JobAborted
+from ultimate_jobs.ground.cancel import CANCELLED as CANCELLED
+from ultimate_jobs.ground.cancel import DRAINING as DRAINING
+from ultimate_jobs.ground.cancel import LEASE_LOST as LEASE_LOST
+from ultimate_jobs.ground.cancel import TIMEOUT as TIMEOUT
+from ultimate_jobs.ground.cancel import CancelToken as CancelToken
 
 if TYPE_CHECKING:
-    from ultimate_jobs.declaration.durations import Duration
     from ultimate_jobs.durable.steps import Journal
-
-DRAINING = "DRAINING"
-LEASE_LOST = "LEASE_LOST"
-CANCELLED = "CANCELLED"
-TIMEOUT = "TIMEOUT"
-
-
-class CancelToken:
-    """Set once, with a reason, when the attempt must stop; bodies poll or wait on it."""
-
-    __slots__ = ("_event", "_lock", "reason")
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self.reason: str | None = None
-
-    def cancel(self, reason: str) -> bool:
-        """Set the token; answers False when it was already set (the first reason wins)."""
-        with self._lock:
-            if self._event.is_set():
-                return False
-            self.reason = reason
-            self._event.set()
-            return True
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the token is set or ``timeout`` passes; answers is_set()."""
-        return self._event.wait(timeout)
-
-    def raise_if_cancelled(self) -> None:
-        """Raise JobAborted when the token is set."""
-        if self._event.is_set():
-            raise JobAborted(self.reason or "cancelled")
-
-    def __repr__(self) -> str:
-        return (
-            f"<CancelToken {'set: ' + str(self.reason) if self.is_set() else 'clear'}>"
-        )
+    from ultimate_jobs.ground.durations import Duration
 
 
 @dataclass(eq=False)

@@ -16,13 +16,13 @@ from ultimate_jobs.declaration.definition import (
     NoTenant,
     declare,
 )
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.enqueue.options import Enqueued, EnqueueOptions, check_options
 from ultimate_jobs.enqueue.write import enqueue_inputs
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 
 class JobHandle:

@@ -8,11 +8,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ultimate_jobs.declaration.bounds import check_instant
 from ultimate_jobs.declaration.definition import check_priority
-from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.bounds import check_instant
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 OnConflict = Literal["return", "error"]
 

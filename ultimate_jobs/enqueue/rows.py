@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.bounds import check_text, text_problem
-from ultimate_jobs.declaration.context import current_correlation_id
 from ultimate_jobs.declaration.definition import (
     MAX_CONCURRENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
@@ -23,14 +21,16 @@ from ultimate_jobs.declaration.definition import (
     JobDefinition,
     NoTenant,
 )
-from ultimate_jobs.declaration.ids import uuid7s
 from ultimate_jobs.declaration.redaction import Redaction, cached_redaction
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.bounds import check_text, text_problem
+from ultimate_jobs.ground.context import current_correlation_id
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobDeclarationInvalid,
     JobsError,
     JobTenantRequired,
 )
+from ultimate_jobs.ground.ids import uuid7s
 from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.sql import arrays
 

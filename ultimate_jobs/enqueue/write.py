@@ -20,10 +20,10 @@ from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import Row, array_params, build_rows, holder_params
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     JobDuplicate,
 )
-from ultimate_jobs.signals import job_enqueued
+from ultimate_jobs.ground.signals import job_enqueued
 from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
 
 if TYPE_CHECKING:

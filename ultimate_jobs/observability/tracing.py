@@ -1,7 +1,7 @@
 """OpenTelemetry spans for attempts and steps (M2), when ``opentelemetry-api`` is installed.
 
 An enqueue under a current span records that span's W3C ``traceparent`` as the job's
-correlation id (declaration/context.py). Each attempt then runs inside a span named
+correlation id (ground/context.py). Each attempt then runs inside a span named
 ``job <name>`` that is a CHILD of that enqueuing span, so one trace shows the request
 that enqueued the job and every attempt that ran it, however much later and wherever.
 Its attributes name the job (``job.id``, ``job.name``, ``job.queue``, ``job.attempt``,

@@ -20,7 +20,7 @@ from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.rows import concurrency_key_of
-from ultimate_jobs.exceptions import JobKeyBusy, JobsError, QueryError
+from ultimate_jobs.ground.exceptions import JobKeyBusy, JobsError, QueryError
 from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler

@@ -27,11 +27,6 @@ from django.db import close_old_connections
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.context import (
-    correlation_scope,
-    job_scope,
-    tenant_scope,
-)
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.redaction import (
     LazySecrets,
@@ -52,11 +47,17 @@ from ultimate_jobs.declaration.runlog import RunLogBuffer
 from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.durable.steps import Journal
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.context import (
+    correlation_scope,
+    job_scope,
+    tenant_scope,
+)
+from ultimate_jobs.ground.exceptions import (
     JobTimeout,
     RunSuspended,
     UnknownJob,
 )
+from ultimate_jobs.ground.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.observability import metrics, runlogs, tracing
 from ultimate_jobs.runtime.outcomes import (
     SETTLING_OUTCOMES,
@@ -68,7 +69,6 @@ from ultimate_jobs.runtime.outcomes import (
 )
 from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
-from ultimate_jobs.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:

@@ -18,7 +18,11 @@ from typing import Any, Literal
 
 from ultimate_jobs.declaration.definition import default_name
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import JobNameTaken, TaskDeclarationInvalid, UnknownTask
+from ultimate_jobs.ground.exceptions import (
+    JobNameTaken,
+    TaskDeclarationInvalid,
+    UnknownTask,
+)
 from ultimate_jobs.scheduling.cron import CronSchedule
 
 CatchUp = Literal["skip", "run-once", "run-all"]
