@@ -1,23 +1,49 @@
-"""The registry: every job declared in this process, by its durable name (J4, J7)."""
+"""The registry: every job declared in this process, by its durable name (J4, J7).
+
+``Registry[T]`` holds anything ``Declared``: a name, its ``JobDefinition`` and its
+manifest entry. The process's ``registry`` holds the ``JobHandle`` each ``@job``
+answers (enqueue/handle.py); this layer knows it only as ``Declared``, so nothing
+here imports the layers above (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
+from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.ground.exceptions import JobNameTaken, UnknownJob
 
-if TYPE_CHECKING:
-    from ultimate_jobs.enqueue.handle import JobHandle
+
+class Declared(Protocol):
+    """What the registry holds: a declared job (a ``JobHandle``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def definition(self) -> JobDefinition: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
-class Registry:
+if TYPE_CHECKING:  # a default for the bare ``Registry`` (PEP 696)
+    from typing_extensions import TypeVar
+
+    T = TypeVar("T", bound=Declared, default=Declared)
+else:
+    from typing import TypeVar
+
+    T = TypeVar("T", bound=Declared)
+
+
+class Registry(Generic[T]):
     """Every job registered in this process, by its durable name (J4, J7)."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, JobHandle] = {}
+        self._jobs: dict[str, T] = {}
 
-    def register(self, handle: JobHandle) -> JobHandle:
+    def register(self, handle: T) -> T:
         """Register a handle; the same function seen twice is one registration."""
         existing = self._jobs.get(handle.name)
         if existing is not None:
@@ -33,7 +59,7 @@ class Registry:
         """Forget a job (tests that declare jobs on the fly)."""
         self._jobs.pop(name, None)
 
-    def get(self, name: str) -> JobHandle:
+    def get(self, name: str) -> T:
         try:
             return self._jobs[name]
         except KeyError:
@@ -42,7 +68,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
 
-    def __iter__(self) -> Iterator[JobHandle]:
+    def __iter__(self) -> Iterator[T]:
         return iter(sorted(self._jobs.values(), key=lambda h: h.name))
 
     def __len__(self) -> int:
@@ -59,4 +85,4 @@ class Registry:
         return [handle.describe() for handle in self]
 
 
-registry = Registry()
+registry: Registry[Declared] = Registry()

@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ultimate_jobs.declaration.runlog import RunLogBuffer, RunLogger
 from ultimate_jobs.ground.cancel import CANCELLED as CANCELLED
@@ -24,10 +24,55 @@ from ultimate_jobs.ground.cancel import DRAINING as DRAINING
 from ultimate_jobs.ground.cancel import LEASE_LOST as LEASE_LOST
 from ultimate_jobs.ground.cancel import TIMEOUT as TIMEOUT
 from ultimate_jobs.ground.cancel import CancelToken as CancelToken
+from ultimate_jobs.ground.durations import Duration
 
-if TYPE_CHECKING:
-    from ultimate_jobs.durable.steps import Journal
-    from ultimate_jobs.ground.durations import Duration
+
+class ProgressReport(Protocol):
+    """Where ``run.progress`` writes (durable/progress.py, ``Progress``)."""
+
+    def report(self, done: object, total: object, note: object = None) -> None: ...
+
+
+class Journal(Protocol):
+    """What keeps a Run's durable verbs (S1-S9): the attempt's journal of steps,
+    ``durable.steps.Journal``. Declared here, beside the Run, so this layer imports
+    nothing above it."""
+
+    @property
+    def progress(self) -> ProgressReport: ...
+
+    @property
+    def now(self) -> Callable[[], Any]:
+        """The attempt's clock: the testing clock's time, or None (the database's)."""
+        ...
+
+    def step(self, name: str, fn: Callable[..., Any]) -> Any: ...
+
+    def atomic_step(
+        self, name: str, fn: Callable[..., Any], *, using: str | None = None
+    ) -> Any: ...
+
+    def sleep(
+        self, name_or_duration: str | Duration, duration: Duration | None
+    ) -> None: ...
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        timeout_ok: bool = False,
+    ) -> Any: ...
+
+    def reschedule(
+        self,
+        *,
+        delay: Duration | None = None,
+        run_at: Any = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None: ...
 
 
 @dataclass(eq=False)

@@ -183,4 +183,6 @@ def job(
 
 
 def _register(func: Callable[..., Any], **fields: Any) -> JobHandle:
-    return registry.register(JobHandle(declare(func, **fields)))
+    handle = JobHandle(declare(func, **fields))
+    registered = registry.register(handle)  # the first handle of a function seen twice
+    return registered if isinstance(registered, JobHandle) else handle

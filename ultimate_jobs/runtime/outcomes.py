@@ -19,7 +19,7 @@ from ultimate_jobs.runtime.settle import error_code
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
-    from ultimate_jobs.enqueue.handle import JobHandle
+    from ultimate_jobs.declaration.registry import Declared
 
 logger = logging.getLogger("ultimate_jobs.runtime.executor")
 
@@ -78,7 +78,7 @@ class Attempt:
 
 
 def announce(
-    handle: JobHandle,
+    handle: Declared,
     job: ClaimedJob,
     kwargs: dict[str, Any] | None,
     outcome: Outcome,

@@ -133,7 +133,8 @@ def _problems(schedule: Schedule) -> list[tuple[str, JobsError]]:
         problems.append(("job", exc))
     else:
         try:
-            build_rows(job, [schedule.input])  # the input fits; its keys are good
+            # The input fits; its keys are good.
+            build_rows(JobHandle(job.definition), [schedule.input])
         except JobsError as exc:
             problems.append(("input", exc))
     return problems
