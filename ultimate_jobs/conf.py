@@ -42,6 +42,8 @@ from ultimate_jobs.ground.exceptions import (
 )
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
+# Settings renamed since a release: the old name is refused, naming the new one.
+RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}  # issue 25: "history" is P6 only
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
 
@@ -456,6 +458,12 @@ def load_settings(
             values,
             "expected a dict of settings, e.g. {'LEASE': '30s'}",
         )
+    for old, new in RENAMED.items():  # loud: an old name would be ignored otherwise
+        for key, source in ((old, values), (ENV_PREFIX + old, environ_)):
+            if key in source:
+                raise ConfigurationError(
+                    key, source[key], f"renamed: set {key.replace(old, new)} instead"
+                )
     fields = set(setting_names())
     if unknown := sorted(set(values) - fields):
         raise ConfigurationError(
