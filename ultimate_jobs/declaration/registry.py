@@ -1,18 +1,39 @@
-"""The registry: every job declared in this process, by its durable name (J4, J7).
+"""The registries: what is declared in this process, by its durable name (J4, J7).
 
-``Registry[T]`` holds anything ``Declared``: a name, its ``JobDefinition`` and its
-manifest entry. The process's ``registry`` holds the ``JobHandle`` each ``@job``
-answers (enqueue/handle.py); this layer knows it only as ``Declared``, so nothing
-here imports the layers above (docs/architecture.md).
+``Registry[T]`` holds anything ``Registered`` (a name, a definition that says where it
+was declared, a manifest entry), refuses a second declaration of a name from another
+place, and answers ``unknown(name)`` for a name it does not hold. Two are made of it:
+``registry``, the jobs, holds the ``JobHandle`` each ``@job`` answers
+(enqueue/handle.py), known here only as ``Declared`` so that nothing here imports the
+layers above (docs/architecture.md); ``scheduling.tasks.task_registry`` the cron tasks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.ground.exceptions import JobNameTaken, UnknownJob
+
+
+class Origin(Protocol):
+    """A definition that says where it was declared (``module.function``)."""
+
+    @property
+    def origin(self) -> str: ...
+
+
+class Registered(Protocol):
+    """What a registry holds: a declared thing by name."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def definition(self) -> Origin: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 class Declared(Protocol):
@@ -30,18 +51,20 @@ class Declared(Protocol):
 if TYPE_CHECKING:  # a default for the bare ``Registry`` (PEP 696)
     from typing_extensions import TypeVar
 
-    T = TypeVar("T", bound=Declared, default=Declared)
+    T = TypeVar("T", bound=Registered, default=Declared)
 else:
     from typing import TypeVar
 
-    T = TypeVar("T", bound=Declared)
+    T = TypeVar("T", bound=Registered)
 
 
 class Registry(Generic[T]):
-    """Every job registered in this process, by its durable name (J4, J7)."""
+    """Everything of one kind registered in this process, by its durable name (J4,
+    J7); ``Registry`` alone is the jobs' kind."""
 
-    def __init__(self) -> None:
+    def __init__(self, unknown: Callable[[str], Exception] = UnknownJob) -> None:
         self._jobs: dict[str, T] = {}
+        self._unknown = unknown
 
     def register(self, handle: T) -> T:
         """Register a handle; the same function seen twice is one registration."""
@@ -56,14 +79,14 @@ class Registry(Generic[T]):
         return handle
 
     def unregister(self, name: str) -> None:
-        """Forget a job (tests that declare jobs on the fly)."""
+        """Forget a name (tests that declare jobs on the fly)."""
         self._jobs.pop(name, None)
 
     def get(self, name: str) -> T:
         try:
             return self._jobs[name]
         except KeyError:
-            raise UnknownJob(name) from None
+            raise self._unknown(name) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
@@ -77,7 +100,7 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._jobs)
 
-    def queues(self) -> list[str]:
+    def queues(self: Registry[Declared]) -> list[str]:
         """Every queue a registered job declares (the default of QUEUES, H5)."""
         return sorted({h.definition.queue for h in self._jobs.values()})
 
