@@ -12,10 +12,10 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from tests import claiming
 from tests.testapp.jobs import flaky, terminal, touch
-from ultimate_jobs import api, registry
+from ultimate_jobs import api
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Attempt, Job
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
@@ -39,16 +39,14 @@ def outline(attempts):
 
 
 def claim(now, worker, lease=5.0):
-    return DB.run(
-        QUERIES["job_claim"],
+    return claiming.claim(
+        DB,
         queues=["default"],
         limit=10,
         worker_id=worker,
         lease_seconds=lease,
-        dropped=[],
         names=None,
         now=now,
-        **claim_parameters(registry),
     )
 
 
