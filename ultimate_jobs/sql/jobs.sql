@@ -66,14 +66,14 @@ job.tenant_id, job.idempotency_key, job.attempt, job.max_attempts, job.lease_own
 job.correlation_id, job.enqueued_by, job.created_at, job.started_at
 
 -- fragment: lease_start
--- The SET of a claim's UPDATE of the rows a `picked` CTE took (W2, W3): running, one
--- more attempt counted, the lease started under the row's fresh claim token.
+-- The SET of a claim's UPDATE of the rows a `picked` CTE took, FROM picked and the
+-- `clock` (W2, W3): running, one more attempt counted, the lease started under the
+-- row's fresh claim token.
 SET state = 'running',
     attempt = job.attempt + 1,
     lease_owner = picked.token,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now())
-                       + make_interval(secs => %(lease_seconds)s::double precision),
-    started_at = coalesce(%(now)s::timestamptz, now()),
+    lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::double precision),
+    started_at = clock.now,
     worker_id = %(worker_id)s::text
 
 -- fragment: bury_lapsed
@@ -82,13 +82,14 @@ SET state = 'running',
 -- handed out again; answered in the claimed-job shape for the worker to announce.
 UPDATE ultimate_jobs_job AS job
    SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
-       finished_at = coalesce(%(now)s::timestamptz, now()),
+       finished_at = clock.now,
        lease_owner = NULL,
        lease_expires_at = NULL,
        last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
        error_code = '',
        stop_reason = 'attempts-exhausted'
   FROM lapsed
+ CROSS JOIN {{clock}}
  WHERE job.id = lapsed.id
    AND lapsed.exhausted
 RETURNING {{job_claimed}}, NULL::text AS lease_key
@@ -377,6 +378,7 @@ claimed AS (
     UPDATE ultimate_jobs_job AS job
        {{lease_start}}
       FROM picked
+     CROSS JOIN {{clock}}
      WHERE job.id = picked.id
        AND NOT picked.refused
        AND (picked.lease_key IS NULL OR picked.id IN (SELECT job_id FROM acquired))
@@ -422,12 +424,13 @@ WITH picked AS MATERIALIZED (
               FROM unnest(%(queues)s::text[]) AS q(queue)
              WHERE {{queue_open}}
            ) AS served
+     CROSS JOIN {{clock}}
      CROSS JOIN LATERAL (
                SELECT job.id, job.priority, job.run_at
                  FROM ultimate_jobs_job AS job
                 WHERE job.state = 'ready'
                   AND job.queue = served.queue
-                  AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND job.run_at <= clock.now
                   AND job.name = ANY(%(names)s::text[])
                 ORDER BY job.priority DESC, job.run_at, job.id
                 LIMIT %(limit)s::integer
@@ -440,6 +443,7 @@ claimed AS (
     UPDATE ultimate_jobs_job AS job
        {{lease_start}}
       FROM picked
+     CROSS JOIN {{clock}}
      WHERE job.id = picked.id
     RETURNING {{job_claimed}}, picked.position
 )
@@ -472,22 +476,24 @@ SELECT false AS refused, claimed.id, claimed.run_id, claimed.name,
 WITH due AS MATERIALIZED (
     SELECT job.id
       FROM ultimate_jobs_job AS job
+     CROSS JOIN {{clock}}
      WHERE job.state IN ('delayed', 'suspended')
        AND job.queue = ANY(%(queues)s::text[])
-       AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+       AND job.run_at <= clock.now
      ORDER BY job.run_at
      LIMIT %(limit)s::integer
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF job SKIP LOCKED
 ),
 lapsed AS MATERIALIZED (
     SELECT job.id, job.attempt >= job.max_attempts AS exhausted
       FROM ultimate_jobs_job AS job
+     CROSS JOIN {{clock}}
      WHERE job.state = 'running'
-       AND job.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+       AND job.lease_expires_at < clock.now
        AND job.queue = ANY(%(queues)s::text[])
      ORDER BY job.lease_expires_at
      LIMIT %(limit)s::integer
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF job SKIP LOCKED
 ),
 woken AS (
     UPDATE ultimate_jobs_job AS job
@@ -520,11 +526,12 @@ lapsed_kept AS (
 counted AS (
     -- P5: a burial counts dead (or failed), with no duration.
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
-    SELECT buried.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+    SELECT buried.name, 60, date_trunc('minute', clock.now),
            count(*) FILTER (WHERE buried.state = 'failed'),
            count(*) FILTER (WHERE buried.state = 'dead')
       FROM buried
-     GROUP BY buried.name
+     CROSS JOIN {{clock}}
+     GROUP BY buried.name, clock.now
      ORDER BY buried.name
         ON CONFLICT (name, tier, bucket) DO UPDATE
        SET failed = counter.failed + excluded.failed,
@@ -537,12 +544,13 @@ summary AS (
                -- The claim's own walk of the ready index, one row deep per queue.
                SELECT 1
                  FROM unnest(%(queues)s::text[]) AS served(queue)
+                CROSS JOIN {{clock}}
                 CROSS JOIN LATERAL (
                           SELECT job.id
                             FROM ultimate_jobs_job AS job
                            WHERE job.state = 'ready'
                              AND job.queue = served.queue
-                             AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                             AND job.run_at <= clock.now
                              AND job.name = ANY(%(names)s::text[])
                            ORDER BY job.priority DESC, job.run_at, job.id
                            LIMIT 1
