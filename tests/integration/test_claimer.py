@@ -60,6 +60,8 @@ def test_an_uncapped_job_is_claimed_by_the_plain_claim_in_a_worker_and_in_tests(
         assert worker.run_once() == 1  # no pool runs: the row stays held
         assert noted.names == ["job_stage", "job_claim_plain"]
         assert worker.ledger.ids() == [first.id]
+        assert worker.run_once() is None  # its one slot is held: no statement
+        assert noted.names == ["job_stage", "job_claim_plain"]
         [held] = worker.ledger.rows()
         assert Settler(DjangoDatabase("default")).complete(held) is True
     finally:

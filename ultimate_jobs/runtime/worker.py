@@ -214,11 +214,6 @@ class Worker:
             )
         return 0
 
-    def run_once(self) -> int:
-        """One round of the claim loop: claim for the free slots and hand the runs to
-        the pool; answers how many it started (the pool must be running)."""
-        return self._claim(self._free_slots())
-
     def stop(self) -> None:
         """Begin a drain: stop claiming and set every held run's token (DRAINING)."""
         self.lifecycle.stop(DRAIN)
@@ -252,30 +247,41 @@ class Worker:
 
     # -- claiming ----------------------------------------------------------------
 
+    def run_once(self) -> int | None:
+        """One round of the claim loop: claim for the free slots and hand the runs to
+        the pool. Answers how many it started, None when no slot was free."""
+        free = self._free_slots()
+        if free <= 0:
+            return None
+        gather_until = min(max(2, self.concurrency // 4), self.concurrency)
+        if self._saturated and free < gather_until:
+            # Busy: let a few more slots come free so one claim fills them (N3),
+            # rather than one claim statement per finished job. With one slot no
+            # other can come free: waiting would only stall every claim.
+            self.lifecycle.wait(min(GATHER, self.settings.POLL_INTERVAL))
+            free = self._free_slots()
+        taken = free if self.share is None else self.share.take(free)
+        if taken <= 0:
+            return None  # the other aliases' loops hold every slot
+        claimed = 0
+        try:
+            claimed = self._claim(taken)
+        finally:
+            if self.share is not None:
+                self.share.give(taken - claimed, wake=False)  # left unfilled
+        # Under a budget a finishing run may make room: it wakes the loop (L3).
+        self._saturated = claimed >= free or self.budget.limits.bounded
+        return claimed
+
     def _claim_loop(self) -> None:
+        """Until stopped: ``run_once()``, then wait: a poll while full, RELOOK after a
+        claim that left slots free, a doubling poll while idle (N1, N3)."""
         poll = self.settings.POLL_INTERVAL
         idle = poll
         failures = 0
-        gather = min(GATHER, poll)
-        slots = self.concurrency
         while not self.lifecycle.stopping.is_set():
-            free = self._free_slots()
-            if free <= 0:
-                self._wait(poll)
-                continue
-            if self._saturated and free < min(max(2, self.concurrency // 4), slots):
-                # Busy: let a few more slots come free so one claim fills them (N3),
-                # rather than one claim statement per finished job. With one slot no
-                # other can come free: waiting would only stall every claim.
-                self.lifecycle.wait(gather)
-                free = self._free_slots()
-            taken = free if self.share is None else self.share.take(free)
-            if taken <= 0:
-                self._wait(poll)  # the other aliases' loops hold every slot
-                continue
-            claimed = 0
             try:
-                claimed = self._claim(taken)
+                claimed = self.run_once()
             except QueryError as exc:
                 failures += 1
                 pause = min(0.25 * 2 ** min(failures, 4), 5.0)
@@ -289,15 +295,12 @@ class Worker:
                 )
                 self.lifecycle.wait(pause)
                 continue
-            finally:
-                if self.share is not None:
-                    self.share.give(taken - claimed, wake=False)  # left unfilled
             if failures:
                 logger.info("jobs.db.reconnected", extra={"worker_id": self.worker_id})
                 failures = 0
-            # Under a budget a finishing run may make room: it wakes the loop (L3).
-            self._saturated = claimed >= free or self.budget.limits.bounded
-            if claimed:
+            if claimed is None:
+                self._wait(poll)
+            elif claimed:
                 idle = poll
                 if not self._saturated:
                     # N1's enqueue throttle keeps a queue's wake silent while a row of
