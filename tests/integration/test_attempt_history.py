@@ -98,7 +98,9 @@ def test_retrying_a_dead_job_keeps_the_attempts_of_the_earlier_run(jobs):
     )
 
 
-def test_a_lapsed_attempt_is_recorded_by_the_claim_that_takes_the_row_over(jobs):
+def test_a_lapsed_attempt_is_recorded_once_before_a_limited_claim_takes_the_row(jobs):
+    """P6 with the limited claim (W5): the staging pass keeps the attempt that died,
+    the claim that takes the row over counts a new one."""
     answer = touch.enqueue(key="lapsed", tenant="t")
     claim(jobs.now(), "w-dead")
     [second] = claim(jobs.now() + timedelta(seconds=6), "w-2")
