@@ -106,7 +106,6 @@ class Claimer:
         started = time.monotonic()
         if not self._staged_or_due() and not self.any_name:
             return []  # nothing due, nothing ready: the idle poll was one statement
-        held = list(self.holding())
         rows = self._claim_plain(limit)
         if (self.limited_names or self.any_name) and len(rows) < limit:
             rows += self._claimed_rows(
@@ -118,7 +117,7 @@ class Claimer:
                 names=None if self.any_name else self.limited_names,
                 now=self._now(),
                 **claim_parameters(
-                    self.jobs, self.budget, queues=self.queues, held=held
+                    self.jobs, self.budget, queues=self.queues, held=self.holding()
                 ),
             )
         metrics.claim_finished(time.monotonic() - started)
