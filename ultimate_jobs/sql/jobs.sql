@@ -368,8 +368,7 @@ refused AS (
                         || ' is held by another run (limit ' || picked.lim || ')',
            error_code = 'X_JOB_KEY_BUSY',
            stop_reason = 'refused'
-      FROM picked
-     CROSS JOIN {{clock}}
+      FROM picked CROSS JOIN {{clock}}
      WHERE job.id = picked.id
        AND picked.refused
     RETURNING {{job_claimed}}, picked.lease_key
@@ -388,8 +387,7 @@ counted AS (
     -- P5: a refusal counts failed, with no duration.
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
     SELECT refused.name, 60, date_trunc('minute', clock.now), count(*), 0
-      FROM refused
-     CROSS JOIN {{clock}}
+      FROM refused CROSS JOIN {{clock}}
      GROUP BY refused.name, clock.now
      ORDER BY refused.name
         ON CONFLICT (name, tier, bucket) DO UPDATE
