@@ -13,7 +13,7 @@ from typing import Any
 
 from ultimate_jobs import registry
 from ultimate_jobs.declaration.registry import Registry
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_STAGE, ClaimedJob, Staged
 

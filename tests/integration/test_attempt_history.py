@@ -92,7 +92,7 @@ def test_retrying_a_dead_job_keeps_the_attempts_of_the_earlier_run(jobs):
         str(new_run),
     ]
     assert all(
-        a["error"].startswith("ultimate_jobs.exceptions.Terminal")
+        a["error"].startswith("ultimate_jobs.ground.exceptions.Terminal")
         or "this input can never work" in a["error"]
         for a in shown["attempts"]
     )

@@ -142,7 +142,7 @@ def test_waits_see_their_own_tenant_only(jobs):
 
 
 def test_publish_event_defaults_to_the_current_tenant(jobs):
-    from ultimate_jobs.declaration.context import tenant_scope
+    from ultimate_jobs.ground.context import tenant_scope
 
     await_tenant_event.enqueue(key="ct", tenant="acme")
     jobs.run()

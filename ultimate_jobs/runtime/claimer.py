@@ -29,8 +29,7 @@ from typing import Any, cast
 
 from ultimate_jobs.db import DirectDatabase, DjangoDatabase
 from ultimate_jobs.declaration.registry import Registry
-from ultimate_jobs.limits.budgets import Budget
-from ultimate_jobs.limits.caps import claim_parameters, fleet_caps
+from ultimate_jobs.limits.budgets import Budget, claim_parameters, fleet_caps
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.outcomes import Outcome, announce

@@ -19,8 +19,8 @@ import time
 from datetime import UTC, datetime
 
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.declaration.run import CANCELLED, LEASE_LOST
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.cancel import CANCELLED, LEASE_LOST
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.held import Held, Ledger
 from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle

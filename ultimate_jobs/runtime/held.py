@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ultimate_jobs.declaration.run import CancelToken
+from ultimate_jobs.ground.cancel import CancelToken
 from ultimate_jobs.sql.rows import ClaimedJob
 
 

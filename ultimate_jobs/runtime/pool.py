@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from ultimate_jobs.db import DatabasePool, DirectDatabase
 from ultimate_jobs.declaration.registry import Registry
-from ultimate_jobs.declaration.run import DRAINING
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.cancel import DRAINING
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.limits.slots import release_slots
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.runtime.executor import Executor

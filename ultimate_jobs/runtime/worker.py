@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.limits.budgets import Budget, Limits
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.runtime.claimer import Claimer
