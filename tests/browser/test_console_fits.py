@@ -245,6 +245,15 @@ def test_a_job_row_is_one_line_and_cut_fields_keep_their_title(
     longs = [row for row in cut if row[0].startswith(LONG)]
     assert len(longs) == 4
     assert all(overflows and how == "ellipsis" for _, overflows, how in longs)
+    # The short columns show their whole text: the id's ends, the state, the times.
+    whole = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#result_list tbody td, "
+        "#result_list tbody th')).filter(function (e) {"
+        " return /field-(job_id|state|attempts|created|wait|run_time)/"
+        ".test(e.className) && e.scrollWidth > e.clientWidth; })"
+        ".map(function (e) { return e.className + ': ' + e.innerText; });"
+    )
+    assert whole == []
     tenants = browser.execute_script(
         "return Array.from(document.querySelectorAll('#result_list td.field-tenant "
         "[title]')).map(function (e) { return e.title; });"
