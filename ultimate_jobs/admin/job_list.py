@@ -141,7 +141,17 @@ def search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
     if exact is not None and len(term.replace("-", "")) == 32:
         return queryset.filter(id=exact)
     return queryset.filter(
-        Q(idempotency_key__startswith=term) | Q(tenant_id=term) | Q(name=term)
+        key_matches(term, prefix=True) | Q(tenant_id=term) | Q(name=term)
+    )
+
+
+def key_matches(term: str, *, prefix: bool) -> Q:
+    """Jobs whose key, as operators see it, is (or starts with) ``term`` (B5): a key
+    holding a hidden value is matched by its shown form (``shown_key``) only, so a
+    search never finds a job by the hidden part of its key."""
+    lookup = "startswith" if prefix else "exact"
+    return Q(shown_key__isnull=True, **{f"idempotency_key__{lookup}": term}) | Q(
+        **{f"shown_key__{lookup}": term}
     )
 
 
@@ -183,11 +193,16 @@ class _ValueFilter(admin.SimpleListFilter):
 
 
 class KeyFilter(_ValueFilter):
-    """Jobs of one idempotency key (``?key=report:42``; a job's page links to it)."""
+    """Jobs of one idempotency key (``?key=report:42``; a job's page links to it), as
+    shown (B5: a key holding a hidden value by its shown form)."""
 
     title = "idempotency key"
     parameter_name = "key"
     field = "idempotency_key"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        return queryset.filter(key_matches(value, prefix=False)) if value else queryset
 
 
 class TenantFilter(_ValueFilter):

@@ -27,7 +27,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
 
 BULK_LIMIT = 1000
 
@@ -129,7 +129,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "step_trace",
         "logs",
         "backfill_pass",
-        "correlation_id",
+        "shown_correlation_id",
         "enqueued_by_name",
         "operator_actions",
     )
@@ -141,6 +141,9 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "result",
         "idempotency_key",
         "enqueued_by",
+        "correlation_id",
+        "redact",
+        "shown_key",
     )
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
@@ -263,7 +266,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="input")
     def pretty_input(self, job: Job) -> str:
         """The input, redacted (B5: the job's paths and the REDACT patterns)."""
-        view = shown(job.name, job.input)
+        view = shown_row(job)
         return format_html(
             "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
         )
@@ -273,9 +276,12 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         if job.state in ("done", "running"):
             # The row keeps the error of an earlier attempt: the history shows it.
             return "— (earlier attempts' errors are in the attempt history)"
-        return format_html(
-            "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
-        )
+        return format_html("<pre>{}</pre>", shown_row(job).text(job.last_error) or "—")
+
+    @admin.display(description="correlation id")
+    def shown_correlation_id(self, job: Job) -> str:
+        """The correlation id, the input's hidden values replaced (B5)."""
+        return shown_row(job).text(job.correlation_id) or "—"
 
     @admin.display(description="attempt history")
     def attempt_history(self, job: Job) -> str:
@@ -283,7 +289,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="progress")
     def pretty_progress(self, job: Job) -> str:
-        value = shown(job.name, job.input).value(job.progress)
+        value = shown_row(job).value(job.progress)
         return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
 
     @admin.display(description="operator actions")
@@ -301,7 +307,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def pretty_result(self, job: Job) -> str:
         if job.result is None:
             return "— (kept when the job completes)"
-        value = shown(job.name, job.input).value(job.result)
+        value = shown_row(job).value(job.result)
         return format_html("<pre>{}</pre>", json.dumps(value, indent=2))
 
     @admin.display(description="steps")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ultimate_jobs.models import Attempt, Job
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
 
 # How the job row's state names the way its latest attempt ended (W9).
 ROW_OUTCOMES = {
@@ -29,7 +29,7 @@ def row_outcome(job: Job) -> str:
 
 def attempts_json(job: Job) -> list[dict[str, Any]]:
     """Every attempt of ``job`` (all its runs), oldest first (``jobs show --json``)."""
-    view = shown(job.name, job.input)
+    view = shown_row(job)
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None

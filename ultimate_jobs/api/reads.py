@@ -37,7 +37,7 @@ from ultimate_jobs.models import (
 )
 from ultimate_jobs.models.history import as_job
 from ultimate_jobs.observability import metrics, runlogs
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -175,7 +175,7 @@ def job_json(
             .filter(job_id=job.id)
             .order_by("id")
         )
-    view = shown(job.name, job.input)
+    view = shown_row(job)
     declared = registry.get(job.name) if job.name in registry else None
 
     def when(value: Any) -> str | None:
@@ -191,7 +191,7 @@ def job_json(
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
         "tenant_id": job.tenant_id,
-        "idempotency_key": job.idempotency_key,
+        "idempotency_key": view.key(job.idempotency_key),
         "input": view.input,
         "run_at": when(job.run_at),
         "created_at": when(job.created_at),
@@ -201,7 +201,7 @@ def job_json(
         "error_code": job.error_code,
         "stop_reason": job.stop_reason,
         "progress": view.value(job.progress),
-        "correlation_id": job.correlation_id,
+        "correlation_id": view.text(job.correlation_id),
         "enqueued_by": job.enqueued_by,
         "enqueued_by_name": names.get(job.enqueued_by),
         "worker_id": job.worker_id,

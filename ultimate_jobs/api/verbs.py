@@ -44,6 +44,7 @@ from ultimate_jobs.models import (
     JobHistory,
     QueuePause,
 )
+from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
@@ -167,14 +168,18 @@ def _requeue(pk: uuid.UUID) -> uuid.UUID:
             or "unique" in str(exc.__cause__).lower()
         ):
             job = find_job(pk)
-            raise JobDuplicate(job.name, job.idempotency_key, None) from exc
+            raise JobDuplicate(
+                job.name, shown_row(job).key(job.idempotency_key), None
+            ) from exc
         raise
     if rows:
         return run_id
     job = find_job(pk)
     if job.state not in FINISHED_STATES:
         raise JobNotRequeueable(pk, job.state)
-    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job))
+    raise JobDuplicate(
+        job.name, shown_row(job).key(job.idempotency_key), _live_holder(job)
+    )
 
 
 def _live_holder(job: Job) -> uuid.UUID | None:

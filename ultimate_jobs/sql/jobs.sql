@@ -30,11 +30,13 @@ SELECT i.*,
            %(delay)s::double precision[],
            %(correlation_id)s::text[],
            %(enqueued_by)s::text[],
-           %(concurrency_key)s::text[]
+           %(concurrency_key)s::text[],
+           %(redact)s::jsonb[],
+           %(shown_key)s::text[]
        ) WITH ORDINALITY AS i(
            id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
            max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
-           ord
+           redact, shown_key, ord
        )
 
 -- fragment: lease_start
@@ -88,14 +90,15 @@ NOT EXISTS (
 INSERT INTO ultimate_jobs_job (
     id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
     attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
-    concurrency_key
+    concurrency_key, redact, shown_key
 )
 SELECT input.id, input.run_id, input.name, input.queue, input.priority,
        CASE WHEN input.due > coalesce(%(now)s::timestamptz, now())
             THEN 'delayed' ELSE 'ready' END,
        input.input, input.tenant_id, input.idempotency_key,
        0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-       input.correlation_id, input.enqueued_by, input.concurrency_key
+       input.correlation_id, input.enqueued_by, input.concurrency_key,
+       input.redact, input.shown_key
   FROM input
  ORDER BY input.ord
     ON CONFLICT DO NOTHING

@@ -1,0 +1,78 @@
+"""What operators may not see, kept with the row (issue 27, SPEC B5).
+
+``redact`` holds the input paths the job declared when it was enqueued, ``shown_key``
+the idempotency key with its hidden values replaced (NULL when it holds none), on the
+hot table, the outbox and the partitioned history (unmanaged: ``RunSQL``, and the
+model's state told separately).
+"""
+
+from django.db import migrations, models
+
+HISTORY_SQL = """
+ALTER TABLE ultimate_jobs_job_history ADD COLUMN redact jsonb NULL;
+ALTER TABLE ultimate_jobs_job_history ADD COLUMN shown_key varchar(512) NULL;
+CREATE INDEX ultimate_jobs_job_history_shown_key
+    ON ultimate_jobs_job_history (shown_key varchar_pattern_ops)
+    WHERE shown_key IS NOT NULL;
+"""
+
+HISTORY_REVERSE = """
+DROP INDEX IF EXISTS ultimate_jobs_job_history_shown_key;
+ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS shown_key;
+ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS redact;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ultimate_jobs", "0006_history"),
+    ]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            database_operations=[
+                migrations.RunSQL(sql=HISTORY_SQL, reverse_sql=HISTORY_REVERSE)
+            ],
+            state_operations=[
+                migrations.AddField(
+                    model_name="jobhistory",
+                    name="redact",
+                    field=models.JSONField(blank=True, null=True),
+                ),
+                migrations.AddField(
+                    model_name="jobhistory",
+                    name="shown_key",
+                    field=models.CharField(blank=True, max_length=512, null=True),
+                ),
+            ],
+        ),
+        migrations.AddField(
+            model_name="job",
+            name="redact",
+            field=models.JSONField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="job",
+            name="shown_key",
+            field=models.CharField(blank=True, max_length=512, null=True),
+        ),
+        migrations.AddField(
+            model_name="outboxmessage",
+            name="redact",
+            field=models.JSONField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="outboxmessage",
+            name="shown_key",
+            field=models.CharField(blank=True, max_length=512, null=True),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(("shown_key__isnull", False)),
+                fields=["shown_key"],
+                name="ultimate_jobs_job_shown_key",
+                opclasses=("varchar_pattern_ops",),
+            ),
+        ),
+    ]
