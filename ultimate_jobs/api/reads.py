@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import F, Func, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api.attribution import display_names
@@ -38,6 +38,7 @@ from ultimate_jobs.models import (
 from ultimate_jobs.models.history import as_job
 from ultimate_jobs.observability import metrics, runlogs
 from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import check_fingerprint, fingerprint
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -199,6 +200,7 @@ def job_json(
         "finished_at": when(job.finished_at),
         "last_error": view.text(job.last_error),
         "error_code": job.error_code,
+        "fingerprint": fingerprint(job.last_error),  # P10
         "stop_reason": job.stop_reason,
         "progress": view.value(job.progress),
         "correlation_id": view.text(job.correlation_id),
@@ -225,6 +227,19 @@ def job_json(
     return out
 
 
+def _fingerprinted(rows: QuerySet[Any]) -> QuerySet[Any]:
+    """``rows`` with the fingerprint of their last failed attempt (P10): the
+    expression the fingerprint index holds, so a filter on it is an index scan."""
+    annotated: QuerySet[Any] = rows.annotate(
+        fingerprint=Func(
+            F("last_error"),
+            function="ultimate_jobs_fingerprint",
+            output_field=TextField(),
+        )
+    )
+    return annotated
+
+
 def _jobs() -> QuerySet[Job]:
     return Job.objects.using(get_settings().DATABASE)
 
@@ -243,19 +258,21 @@ def list_jobs(
     id_prefix: str | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
+    fingerprint: str | None = None,
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
     before: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
     """One page of jobs, newest first (P3).
 
-    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
-    (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
-    ``previous`` that of the page before it (newer), to pass as ``before``; each is
-    None when there is no such page. ``key`` is an idempotency key, ``created_from``
-    (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
-    most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
-    once are JobPageInvalid.
+        A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+        (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
+        ``previous`` that of the page before it (newer), to pass as ``before``; each is
+        None when there is no such page. ``fingerprint`` keeps the jobs whose last failed
+    attempt has it (P10). ``key`` is an idempotency key, ``created_from``
+        (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
+        most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
+        once are JobPageInvalid.
     """
     if (
         isinstance(limit, bool)
@@ -285,9 +302,13 @@ def list_jobs(
         created_from=created_from,
         created_to=created_to,
     )
-    tables: list[QuerySet[Any]] = [_jobs().filter(filters)]
+    tables: list[QuerySet[Any]] = [_jobs()]
     if state is None or state not in LIVE_STATES:
-        tables.append(_history().filter(filters))  # Q2: history holds no live job
+        tables.append(_history())  # Q2: history holds no live job
+    if fingerprint is not None:
+        filters &= Q(last_error__gt="", fingerprint=check_fingerprint(fingerprint))
+        tables = [_fingerprinted(rows) for rows in tables]
+    tables = [rows.filter(filters) for rows in tables]
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):

@@ -45,6 +45,7 @@ from ultimate_jobs.models import (
     QueuePause,
 )
 from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
@@ -383,10 +384,14 @@ def bulk(
     queue: str | None = None,
     name: str | None = None,
     tenant_id: str | None = None,
+    fingerprint: str | None = None,
     reason: str = "",
     actor: Any = None,
 ) -> dict[str, int]:
-    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
+    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs;
+    ``fingerprint`` (P10) keeps those whose last failed attempt has it (a dead-letter
+    group: Retry-group is ``bulk("retry", state="dead", fingerprint=F)``, Cancel-group
+    cancels the live jobs still retrying that failure).
 
     Answers ``{"affected": n, "remaining": m}``: ``remaining`` is what another call could
     still move (a row whose key a live job holds is not counted), so calling until it is
@@ -399,7 +404,15 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
-    filters = {"state": state, "queue": queue, "name": name, "tenant_id": tenant_id}
+    if fingerprint is not None:
+        fingerprint = check_fingerprint(fingerprint)
+    filters = {
+        "state": state,
+        "queue": queue,
+        "name": name,
+        "tenant_id": tenant_id,
+        "fingerprint": fingerprint,
+    }
     aliases = (queue_alias(queue),) if queue is not None else reading_aliases()
     ids: list[uuid.UUID] = []
     remaining = 0

@@ -1,4 +1,5 @@
-"""What operators may not see, kept with the row (issue 27, SPEC B5).
+"""What operators may not see, kept with the row (issue 27, SPEC B5), and the
+fingerprint of a failed attempt (P10).
 
 ``redact`` holds the input paths the job declared when it was enqueued, ``shown_key``
 the idempotency key with its hidden values replaced (NULL when it holds none), on the
@@ -7,6 +8,26 @@ model's state told separately).
 """
 
 from django.db import migrations, models
+
+from ultimate_jobs.observability.triage import FUNCTION_SQL
+
+# P10: the fingerprint of a stored error, and an index of it over the rows that hold
+# one (a failed attempt's job: retrying, dead or failed), on both tables.
+TRIAGE_SQL = f"""
+{FUNCTION_SQL}
+CREATE INDEX ultimate_jobs_job_fingerprint
+    ON ultimate_jobs_job (ultimate_jobs_fingerprint(last_error), state, finished_at)
+    WHERE last_error <> '';
+CREATE INDEX ultimate_jobs_job_history_fingerprint
+    ON ultimate_jobs_job_history (ultimate_jobs_fingerprint(last_error), state, finished_at)
+    WHERE last_error <> '';
+"""
+
+TRIAGE_REVERSE = """
+DROP INDEX IF EXISTS ultimate_jobs_job_history_fingerprint;
+DROP INDEX IF EXISTS ultimate_jobs_job_fingerprint;
+DROP FUNCTION IF EXISTS ultimate_jobs_fingerprint(text);
+"""
 
 HISTORY_SQL = """
 ALTER TABLE ultimate_jobs_job_history ADD COLUMN redact jsonb NULL;
@@ -29,6 +50,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RunSQL(sql=TRIAGE_SQL, reverse_sql=TRIAGE_REVERSE),
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(sql=HISTORY_SQL, reverse_sql=HISTORY_REVERSE)
