@@ -1,7 +1,7 @@
 """Dead-letter triage (P10, issue 27): every failed attempt carries a fingerprint
 (exception class, normalised message, innermost frames) that Python and PostgreSQL
 compute alike; the dashboard groups dead jobs by it (count, first and last seen, a
-redacted sample) over the hot table and history; Retry-group and Cancel-group are
+redacted sample) over the hot table and the archive; Retry-group and Cancel-group are
 bounded, need change_job and are audited; ``jobs list --fingerprint F``."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
-from tests.integration.test_history_readers import (  # noqa: F401 - the fixture
-    empty_history,
+from tests.integration.test_archive_readers import (  # noqa: F401 - the fixture
+    empty_archive,
     move_finished,
 )
 from tests.testapp.triage_jobs import settle_order, settle_order_retrying

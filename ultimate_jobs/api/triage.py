@@ -3,7 +3,7 @@ their last failed attempt, and the bounded actions on a group.
 
 ``groups()`` reads every alias that holds jobs tables (Q1) with ``triage_groups``
 (sql/triage.sql): which fingerprints exist comes from the newest ``SCAN`` dead jobs,
-each group's count and first/last time from every dead job (hot table and history,
+each group's count and first/last time from every dead job (hot table and archive,
 Q2), a count stopping at ``CAP``. A group's sample is its newest dead job, shown
 redacted (B5). ``retry_group`` and ``cancel_group`` are the bulk verbs filtered by the
 fingerprint: at most 1,000 jobs a call (per state for a cancel), each audited with
@@ -17,7 +17,7 @@ from typing import Any
 from ultimate_jobs.api.verbs import bulk
 from ultimate_jobs.conf import reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.models import Job, JobHistory
+from ultimate_jobs.models import Job, JobArchive
 from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
@@ -72,7 +72,7 @@ def groups(limit: int = GROUPS) -> list[dict[str, Any]]:
 def _sample(alias: str, pk: Any) -> dict[str, Any] | None:
     job: Any = Job.objects.using(alias).filter(pk=pk).first()
     if job is None:
-        job = JobHistory.objects.using(alias).filter(pk=pk).first()
+        job = JobArchive.objects.using(alias).filter(pk=pk).first()
     if job is None:  # moved or removed between the two reads
         return None
     view = shown_row(job)

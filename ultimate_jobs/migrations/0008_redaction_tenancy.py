@@ -3,7 +3,7 @@ fingerprint of a failed attempt (P10).
 
 ``redact`` holds the input paths the job declared when it was enqueued, ``shown_key``
 the idempotency key with its hidden values replaced (NULL when it holds none), on the
-hot table, the outbox and the partitioned history (unmanaged: ``RunSQL``, and the
+hot table, the outbox and the partitioned archive (unmanaged: ``RunSQL``, and the
 model's state told separately).
 """
 
@@ -18,35 +18,35 @@ TRIAGE_SQL = f"""
 CREATE INDEX ultimate_jobs_job_fingerprint
     ON ultimate_jobs_job (ultimate_jobs_fingerprint(last_error), state, finished_at)
     WHERE last_error <> '';
-CREATE INDEX ultimate_jobs_job_history_fingerprint
-    ON ultimate_jobs_job_history (ultimate_jobs_fingerprint(last_error), state, finished_at)
+CREATE INDEX ultimate_jobs_job_archive_fingerprint
+    ON ultimate_jobs_job_archive (ultimate_jobs_fingerprint(last_error), state, finished_at)
     WHERE last_error <> '';
 """
 
 TRIAGE_REVERSE = """
-DROP INDEX IF EXISTS ultimate_jobs_job_history_fingerprint;
+DROP INDEX IF EXISTS ultimate_jobs_job_archive_fingerprint;
 DROP INDEX IF EXISTS ultimate_jobs_job_fingerprint;
 DROP FUNCTION IF EXISTS ultimate_jobs_fingerprint(text);
 """
 
 HISTORY_SQL = """
-ALTER TABLE ultimate_jobs_job_history ADD COLUMN redact jsonb NULL;
-ALTER TABLE ultimate_jobs_job_history ADD COLUMN shown_key varchar(512) NULL;
-CREATE INDEX ultimate_jobs_job_history_shown_key
-    ON ultimate_jobs_job_history (shown_key varchar_pattern_ops)
+ALTER TABLE ultimate_jobs_job_archive ADD COLUMN redact jsonb NULL;
+ALTER TABLE ultimate_jobs_job_archive ADD COLUMN shown_key varchar(512) NULL;
+CREATE INDEX ultimate_jobs_job_archive_shown_key
+    ON ultimate_jobs_job_archive (shown_key varchar_pattern_ops)
     WHERE shown_key IS NOT NULL;
 """
 
 HISTORY_REVERSE = """
-DROP INDEX IF EXISTS ultimate_jobs_job_history_shown_key;
-ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS shown_key;
-ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS redact;
+DROP INDEX IF EXISTS ultimate_jobs_job_archive_shown_key;
+ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS shown_key;
+ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS redact;
 """
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0006_history"),
+        ("ultimate_jobs", "0007_archive"),
     ]
 
     operations = [
@@ -57,12 +57,12 @@ class Migration(migrations.Migration):
             ],
             state_operations=[
                 migrations.AddField(
-                    model_name="jobhistory",
+                    model_name="jobarchive",
                     name="redact",
                     field=models.JSONField(blank=True, null=True),
                 ),
                 migrations.AddField(
-                    model_name="jobhistory",
+                    model_name="jobarchive",
                     name="shown_key",
                     field=models.CharField(blank=True, max_length=512, null=True),
                 ),

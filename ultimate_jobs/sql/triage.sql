@@ -1,5 +1,5 @@
 -- Dead-letter triage (P10): dead jobs grouped by the fingerprint of their last failed
--- attempt (ultimate_jobs_fingerprint, migration 0008), over the hot table and history.
+-- attempt (ultimate_jobs_fingerprint, migration 0008), over the hot table and the archive.
 --
 -- Every parameter carries a cast, so each statement can be EXPLAINed with NULLs.
 
@@ -21,7 +21,7 @@ WITH newest AS (
             LIMIT %(scan)s::integer)
           UNION ALL
           (SELECT job.id, job.finished_at, job.last_error
-             FROM ultimate_jobs_job_history AS job
+             FROM ultimate_jobs_job_archive AS job
             WHERE job.state = 'dead' AND job.last_error <> ''
             ORDER BY job.finished_at DESC
             LIMIT %(scan)s::integer)
@@ -60,7 +60,7 @@ SELECT found.fingerprint,
                LIMIT %(cap)s::integer)
              UNION ALL
              (SELECT job.finished_at
-                FROM ultimate_jobs_job_history AS job
+                FROM ultimate_jobs_job_archive AS job
                WHERE job.last_error <> ''
                  AND ultimate_jobs_fingerprint(job.last_error) = found.fingerprint
                  AND job.state = 'dead'
