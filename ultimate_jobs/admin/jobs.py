@@ -7,10 +7,13 @@ admin log (who, when).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -26,7 +29,13 @@ from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
+from ultimate_jobs.models import (
+    BackfillLedger,
+    Job,
+    JobArchive,
+    JobCounter,
+    QueuePause,
+)
 from ultimate_jobs.observability.redaction import shown_row
 
 BULK_LIMIT = 1000
@@ -48,7 +57,7 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
     """Apply one verb to the selected jobs, recording the admin user as its actor."""
     done, refusals = 0, []
     actor = api.operator_of(request.user, source="admin")
-    for job in queryset[:BULK_LIMIT]:
+    for job in _selected(request, queryset):
         try:
             call(job.pk, actor)
         except JobsError as exc:
@@ -62,6 +71,23 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
     )
     for line in refusals[:10]:
         messages.warning(request, line)
+
+
+def _selected(request: HttpRequest, queryset: QuerySet[Job]) -> list[Any]:
+    """The jobs an action acts on: the selected rows of either table (a list filtered
+    to a finished state shows the archive's rows too, Q2), at most BULK_LIMIT."""
+    rows: list[Any] = list(queryset[:BULK_LIMIT])
+    if request.POST.get("select_across") == "1":
+        return rows
+    ids = set()
+    for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)[:BULK_LIMIT]:
+        with contextlib.suppress(ValueError):
+            ids.add(uuid.UUID(value))
+    ids -= {row.pk for row in rows}
+    if ids:
+        archive = JobArchive.objects.using(queryset.db).filter(pk__in=ids)
+        rows += list(archive[: BULK_LIMIT - len(rows)])
+    return rows
 
 
 @admin.register(Job)

@@ -1,5 +1,5 @@
 """What operators may not see, kept with the row (issue 27, SPEC B5), and the
-fingerprint of a failed attempt (P10).
+fingerprint of a failed attempt (P10), and the archive's per-queue counts (Q2, P7).
 
 ``redact`` holds the input paths the job declared when it was enqueued, ``shown_key``
 the idempotency key with its hidden values replaced (NULL when it holds none), on the
@@ -21,6 +21,16 @@ CREATE INDEX ultimate_jobs_job_fingerprint
 CREATE INDEX ultimate_jobs_job_archive_fingerprint
     ON ultimate_jobs_job_archive (ultimate_jobs_fingerprint(last_error), state, finished_at)
     WHERE last_error <> '';
+"""
+
+# Q2, P7: the archive's counts per (queue, state, day), from the rows it holds now;
+# from here on the archive statements keep them (sql/archive.sql).
+COUNTS_SQL = """
+INSERT INTO ultimate_jobs_archive_count (queue, state, day, jobs)
+SELECT archive.queue, archive.state, (archive.finished_at AT TIME ZONE 'UTC')::date,
+       count(*)
+  FROM ultimate_jobs_job_archive AS archive
+ GROUP BY 1, 2, 3;
 """
 
 TRIAGE_REVERSE = """
@@ -97,4 +107,24 @@ class Migration(migrations.Migration):
                 opclasses=("varchar_pattern_ops",),
             ),
         ),
+        migrations.CreateModel(
+            name="ArchiveCount",
+            fields=[
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("queue", models.CharField(max_length=63)),
+                ("state", models.CharField(max_length=16)),
+                ("day", models.DateField()),
+                ("jobs", models.BigIntegerField()),
+            ],
+            options={
+                "db_table": "ultimate_jobs_archive_count",
+                "indexes": [
+                    models.Index(
+                        fields=["state", "queue", "day"],
+                        name="ultimate_jobs_archive_count_at",
+                    )
+                ],
+            },
+        ),
+        migrations.RunSQL(sql=COUNTS_SQL, reverse_sql=migrations.RunSQL.noop),
     ]
