@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Func, Q, QuerySet, TextField
+from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api import locator
@@ -34,7 +34,7 @@ from ultimate_jobs.models import (
 from ultimate_jobs.models.archive import as_job
 from ultimate_jobs.observability import metrics, runlogs
 from ultimate_jobs.observability.redaction import shown_row
-from ultimate_jobs.observability.triage import check_fingerprint, fingerprint
+from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
@@ -164,7 +164,7 @@ def job_json(
         "finished_at": when(job.finished_at),
         "last_error": view.text(job.last_error),
         "error_code": job.error_code,
-        "fingerprint": fingerprint(job.last_error),  # P10
+        "fingerprint": job.fingerprint,  # P10: of the last failed attempt
         "stop_reason": job.stop_reason,
         "progress": view.value(job.progress),
         "correlation_id": view.text(job.correlation_id),
@@ -189,19 +189,6 @@ def job_json(
     if declared is not None and declared.definition.store_result:
         out["result"] = view.value(job.result)  # P8: only for jobs that opt in
     return out
-
-
-def _fingerprinted(rows: QuerySet[Any]) -> QuerySet[Any]:
-    """``rows`` with the fingerprint of their last failed attempt (P10): the
-    expression the fingerprint index holds, so a filter on it is an index scan."""
-    annotated: QuerySet[Any] = rows.annotate(
-        fingerprint=Func(
-            F("last_error"),
-            function="ultimate_jobs_fingerprint",
-            output_field=TextField(),
-        )
-    )
-    return annotated
 
 
 def _jobs() -> QuerySet[Job]:
@@ -269,9 +256,8 @@ def list_jobs(
     tables: list[QuerySet[Any]] = [_jobs()]
     if state is None or state not in LIVE_STATES:
         tables.append(_archive())  # Q2: the archive holds no live job
-    if fingerprint is not None:
-        filters &= Q(last_error__gt="", fingerprint=check_fingerprint(fingerprint))
-        tables = [_fingerprinted(rows) for rows in tables]
+    if fingerprint is not None:  # P10: the fingerprint index of each table
+        filters &= Q(fingerprint=check_fingerprint(fingerprint))
     tables = [rows.filter(filters) for rows in tables]
     if id_prefix:
         prefix = id_prefix.lower()

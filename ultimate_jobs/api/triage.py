@@ -22,8 +22,8 @@ from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
 
-SCAN = 500  # the newest dead jobs the groups are found among
-CAP = 100_000  # a group's count stops here ("100,000 or more")
+SCAN = 200  # the newest dead jobs the groups are found among
+CAP = 10_000  # a group's count stops here ("10,000 or more"), per table
 GROUPS = 20  # groups shown
 CANCEL_STATES = ("ready", "delayed", "suspended")  # live jobs still retrying it
 

@@ -11,16 +11,35 @@ from django.db import migrations, models
 
 from ultimate_jobs.observability.triage import FUNCTION_SQL
 
-# P10: the fingerprint of a stored error, and an index of it over the rows that hold
-# one (a failed attempt's job: retrying, dead or failed), on both tables.
-TRIAGE_SQL = f"""
-{FUNCTION_SQL}
+# P10: the fingerprint of a stored error, kept in a column of both tables: the hot
+# table's by a trigger that runs only when a row's error is written non-empty (or
+# emptied), never on an enqueue's insert of an empty one (its WHEN is checked without
+# calling the function); the archive's is copied by the move (archive_columns). The
+# rows already there are filled here. A partial index over the rows that hold one.
+TRIAGE_SQL = """
+CREATE FUNCTION ultimate_jobs_fingerprint_row() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    NEW.fingerprint := ultimate_jobs_fingerprint(NEW.last_error);
+    RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER ultimate_jobs_job_fingerprint
+    BEFORE INSERT OR UPDATE OF last_error ON ultimate_jobs_job
+    FOR EACH ROW
+    WHEN (NEW.last_error <> '' OR NEW.fingerprint IS NOT NULL)
+    EXECUTE FUNCTION ultimate_jobs_fingerprint_row();
+UPDATE ultimate_jobs_job SET fingerprint = ultimate_jobs_fingerprint(last_error)
+ WHERE last_error <> '';
+UPDATE ultimate_jobs_job_archive
+   SET fingerprint = ultimate_jobs_fingerprint(last_error)
+ WHERE last_error <> '';
 CREATE INDEX ultimate_jobs_job_fingerprint
-    ON ultimate_jobs_job (ultimate_jobs_fingerprint(last_error), state, finished_at)
-    WHERE last_error <> '';
+    ON ultimate_jobs_job (fingerprint, state, finished_at)
+    WHERE fingerprint IS NOT NULL;
 CREATE INDEX ultimate_jobs_job_archive_fingerprint
-    ON ultimate_jobs_job_archive (ultimate_jobs_fingerprint(last_error), state, finished_at)
-    WHERE last_error <> '';
+    ON ultimate_jobs_job_archive (fingerprint, state, finished_at)
+    WHERE fingerprint IS NOT NULL;
 """
 
 # Q2, P7: the archive's counts per (queue, state, day), from the rows it holds now;
@@ -36,12 +55,15 @@ SELECT archive.queue, archive.state, (archive.finished_at AT TIME ZONE 'UTC')::d
 TRIAGE_REVERSE = """
 DROP INDEX IF EXISTS ultimate_jobs_job_archive_fingerprint;
 DROP INDEX IF EXISTS ultimate_jobs_job_fingerprint;
+DROP TRIGGER IF EXISTS ultimate_jobs_job_fingerprint ON ultimate_jobs_job;
+DROP FUNCTION IF EXISTS ultimate_jobs_fingerprint_row();
 DROP FUNCTION IF EXISTS ultimate_jobs_fingerprint(text);
 """
 
 HISTORY_SQL = """
 ALTER TABLE ultimate_jobs_job_archive ADD COLUMN redact jsonb NULL;
 ALTER TABLE ultimate_jobs_job_archive ADD COLUMN shown_key varchar(512) NULL;
+ALTER TABLE ultimate_jobs_job_archive ADD COLUMN fingerprint varchar(16) NULL;
 CREATE INDEX ultimate_jobs_job_archive_shown_key
     ON ultimate_jobs_job_archive (shown_key varchar_pattern_ops)
     WHERE shown_key IS NOT NULL;
@@ -49,6 +71,7 @@ CREATE INDEX ultimate_jobs_job_archive_shown_key
 
 HISTORY_REVERSE = """
 DROP INDEX IF EXISTS ultimate_jobs_job_archive_shown_key;
+ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS fingerprint;
 ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS shown_key;
 ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS redact;
 """
@@ -60,7 +83,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(sql=TRIAGE_SQL, reverse_sql=TRIAGE_REVERSE),
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(sql=HISTORY_SQL, reverse_sql=HISTORY_REVERSE)
@@ -76,8 +98,23 @@ class Migration(migrations.Migration):
                     name="shown_key",
                     field=models.CharField(blank=True, max_length=512, null=True),
                 ),
+                migrations.AddField(
+                    model_name="jobarchive",
+                    name="fingerprint",
+                    field=models.CharField(
+                        blank=True, editable=False, max_length=16, null=True
+                    ),
+                ),
             ],
         ),
+        migrations.AddField(
+            model_name="job",
+            name="fingerprint",
+            field=models.CharField(
+                blank=True, editable=False, max_length=16, null=True
+            ),
+        ),
+        migrations.RunSQL(sql=[FUNCTION_SQL, TRIAGE_SQL], reverse_sql=TRIAGE_REVERSE),
         migrations.AddField(
             model_name="job",
             name="redact",

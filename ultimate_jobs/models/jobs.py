@@ -64,6 +64,9 @@ class JobColumns(models.Model):
     # values replaced (NULL: the key holds none, it is shown as it is).
     redact = models.JSONField(null=True, blank=True)
     shown_key = models.CharField(max_length=512, null=True, blank=True)  # noqa: DJ001
+    # P10: the fingerprint of the last failed attempt's error (observability/triage.py),
+    # written by the database (a trigger on the hot table, copied by the archive move).
+    fingerprint = models.CharField(max_length=16, null=True, blank=True, editable=False)  # noqa: DJ001
 
     class Meta:
         abstract = True

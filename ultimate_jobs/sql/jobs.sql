@@ -993,9 +993,7 @@ job.state = %(state)s::text
 AND (%(queue)s::text IS NULL OR job.queue = %(queue)s::text)
 AND (%(name)s::text IS NULL OR job.name = %(name)s::text)
 AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
-AND (%(fingerprint)s::text IS NULL
-     OR (job.last_error <> ''
-         AND ultimate_jobs_fingerprint(job.last_error) = %(fingerprint)s::text))
+AND (%(fingerprint)s::text IS NULL OR job.fingerprint = %(fingerprint)s::text)
 
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per

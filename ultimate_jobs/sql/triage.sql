@@ -1,36 +1,39 @@
 -- Dead-letter triage (P10): dead jobs grouped by the fingerprint of their last failed
--- attempt (ultimate_jobs_fingerprint, migration 0008), over the hot table and the archive.
+-- attempt (the `fingerprint` column, ultimate_jobs_fingerprint of last_error, written
+-- by the database: migration 0008), over the hot table and the archive.
 --
 -- Every parameter carries a cast, so each statement can be EXPLAINed with NULLs.
 
 -- name: triage_groups :many
 -- The groups of dead jobs, largest first, at most `groups`. Which fingerprints exist
--- is read from the newest `scan` dead jobs of both tables (a bounded read through the
--- (state, finished_at) indexes; the function runs on those rows only); each group's
+-- is read from the newest `scan` dead jobs of both tables (a bounded read backwards
+-- through the (state, finished_at) indexes, no filter there that would steer the
+-- planner to the fingerprint index; the function runs on those rows only); each group's
 -- count, first and last finish time are then read from the fingerprint index over
 -- EVERY dead job of both tables, each count stopping at `cap` (shown as "cap or
 -- more"). `sample_id` is the newest dead job of the group. Bounded cost: `scan`
--- fingerprint computations plus at most `groups` x `cap` index entries.
+-- rows plus at most `groups` x `cap` index entries per table.
 WITH newest AS (
-    SELECT recent.id, recent.finished_at, recent.last_error
+    SELECT recent.id, recent.finished_at, recent.fingerprint
       FROM (
-          (SELECT job.id, job.finished_at, job.last_error
+          (SELECT job.id, job.finished_at, job.fingerprint
              FROM ultimate_jobs_job AS job
-            WHERE job.state = 'dead' AND job.last_error <> ''
-            ORDER BY job.finished_at DESC NULLS LAST
+            WHERE job.state = 'dead'
+            ORDER BY job.finished_at DESC
             LIMIT %(scan)s::integer)
           UNION ALL
-          (SELECT job.id, job.finished_at, job.last_error
+          (SELECT job.id, job.finished_at, job.fingerprint
              FROM ultimate_jobs_job_archive AS job
-            WHERE job.state = 'dead' AND job.last_error <> ''
+            WHERE job.state = 'dead'
             ORDER BY job.finished_at DESC
             LIMIT %(scan)s::integer)
       ) AS recent
+     WHERE recent.fingerprint IS NOT NULL
      ORDER BY recent.finished_at DESC NULLS LAST
      LIMIT %(scan)s::integer
 ),
 printed AS (
-    SELECT ultimate_jobs_fingerprint(newest.last_error) AS fingerprint,
+    SELECT newest.fingerprint,
            newest.id,
            newest.finished_at
       FROM newest
@@ -54,15 +57,13 @@ SELECT found.fingerprint,
          FROM (
              (SELECT job.finished_at
                 FROM ultimate_jobs_job AS job
-               WHERE job.last_error <> ''
-                 AND ultimate_jobs_fingerprint(job.last_error) = found.fingerprint
+               WHERE job.fingerprint = found.fingerprint
                  AND job.state = 'dead'
                LIMIT %(cap)s::integer)
              UNION ALL
              (SELECT job.finished_at
                 FROM ultimate_jobs_job_archive AS job
-               WHERE job.last_error <> ''
-                 AND ultimate_jobs_fingerprint(job.last_error) = found.fingerprint
+               WHERE job.fingerprint = found.fingerprint
                  AND job.state = 'dead'
                LIMIT %(cap)s::integer)
          ) AS every
