@@ -15,8 +15,9 @@ job, ``error`` of an attempt: ``<module.Class>: <message>`` then the traceback):
 
 The fingerprint is the first 16 hex digits of the MD5 of the three, joined by
 newlines. The database computes the same with the function ``ultimate_jobs_fingerprint``
-(migration 0008), which the readers and the bulk verbs filter on and an expression
-index serves; ``tests/integration/test_triage.py`` checks both agree.
+(migration 0008) into the job row's ``fingerprint`` column (a trigger when the row's
+error is written; the archive move copies it), which the readers and the bulk verbs
+filter on through an index; ``tests/integration/test_triage.py`` checks both agree.
 """
 
 from __future__ import annotations
