@@ -111,9 +111,9 @@ SELECT name, 60, date_trunc('minute', now()) - make_interval(mins => m),
 
 def archive(older_than_days: float) -> int:
     """Move every finished job older than ``older_than_days`` to the archive with the
-    leader's own mover (runtime/archive.py), as ARCHIVE_AFTER would have."""
+    leader's own mover (maintenance/archive.py), as ARCHIVE_AFTER would have."""
     from ultimate_jobs.db import DjangoDatabase
-    from ultimate_jobs.runtime.archive import move
+    from ultimate_jobs.maintenance.archive import move
 
     started = time.monotonic()
     moved = 0

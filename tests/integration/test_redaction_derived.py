@@ -30,8 +30,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 
 from tests.testapp.redaction_jobs import reset_password
 from ultimate_jobs import REDACTED, api
-from ultimate_jobs.declaration.context import correlation_scope
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground.context import correlation_scope
 from ultimate_jobs.models import Job
 from ultimate_jobs.observability import tracing
 

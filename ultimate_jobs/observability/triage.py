@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 FRAMES = 3
 MESSAGE_CHARS = 200

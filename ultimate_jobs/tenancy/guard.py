@@ -47,13 +47,13 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.signals import pre_delete, pre_save
 
-from ultimate_jobs.declaration.context import (
+from ultimate_jobs.ground.context import (
     crossing_scope,
     current_crossing,
     current_job,
     current_tenant,
 )
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobTenantMismatch,
     TenantScopeRequired,

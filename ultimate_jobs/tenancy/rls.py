@@ -37,7 +37,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.db.migrations.operations.base import Operation
 
-from ultimate_jobs.declaration.context import guard_scope
+from ultimate_jobs.ground.context import guard_scope
 
 POLICY = "ultimate_jobs_tenant"
 OUTSIDE, TENANT, NONE, CROSS = "", "tenant", "none", "cross"

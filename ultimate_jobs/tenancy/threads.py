@@ -23,7 +23,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ultimate_jobs.declaration.context import guard_scope, restored_guard_scope
+from ultimate_jobs.ground.context import guard_scope, restored_guard_scope
 
 _installed = False
 _lock = threading.Lock()
