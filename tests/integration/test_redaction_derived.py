@@ -186,3 +186,20 @@ def test_the_attempt_span_carries_no_hidden_value(jobs):
         }
     )
     assert_clean("the attempt span", text)
+
+
+def test_the_outbox_keeps_what_must_be_hidden_until_the_relay_publishes(jobs):
+    """A transactional enqueue stages the row with its redact paths and shown key,
+    and the relay publishes them with the job (O1)."""
+    from django.db import transaction
+
+    from ultimate_jobs.models import OutboxMessage
+
+    with transaction.atomic():
+        answer = reset_password.enqueue(user="ada", code=CODE)
+        staged = OutboxMessage.objects.get(pk=answer.id)
+    assert (staged.redact, staged.shown_key) == (["code"], f"reset:{REDACTED}")
+    jobs.relay()
+    published = Job.objects.get(pk=answer.id)
+    assert published.idempotency_key == f"reset:{CODE}"
+    assert (published.redact, published.shown_key) == (["code"], f"reset:{REDACTED}")
