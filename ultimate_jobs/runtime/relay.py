@@ -111,9 +111,6 @@ def job_row(row: Row) -> JobRow:
         delay=0.0,
         correlation_id=row["correlation_id"],
         enqueued_by=row["enqueued_by"],
-        concurrency_key=row["concurrency_key"],
-        redact=row["redact"],
-        shown_key=row["shown_key"],
     )
 
 
