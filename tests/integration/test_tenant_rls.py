@@ -71,8 +71,8 @@ def test_raw_sql_and_an_unguarded_manager_see_the_job_s_tenant_only(
     tenancy_jobs.reads_notes_raw.enqueue(key="acme", tenant="acme")
     tenancy_jobs.reads_notes_raw.enqueue(key="globex", tenant="globex")
     assert [a.outcome for a in jobs.run()] == ["completed", "completed"]
-    assert events("acme") == ["raw:a1,a2", "orm:a1,a2", "atomic:2"]
-    assert events("globex") == ["raw:g1", "orm:g1", "atomic:1"]
+    assert events("acme") == ["raw:a1,a2", "orm:a1,a2", "atomic:2", "step:2"]
+    assert events("globex") == ["raw:g1", "orm:g1", "atomic:1", "step:1"]
     # Outside job bodies (a web request, this test) every row is visible.
     assert Note.objects.count() == 3
     with connection.cursor() as cursor:
@@ -110,3 +110,4 @@ def test_without_the_role_change_a_superuser_is_not_held(jobs, notes):
     [attempt] = jobs.run()
     assert attempt.outcome == "completed"
     assert events("su")[0] == "raw:a1,a2,g1"
+    assert events("su")[-1] == "step:3"

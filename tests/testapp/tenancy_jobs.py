@@ -149,10 +149,20 @@ def reads_notes_raw(run: Run, key: str, tenant: str) -> None:
     orm = ",".join(Note._base_manager.order_by("body").values_list("body", flat=True))
     Record.objects.create(key=key, event=f"raw:{raw}"[:50])
     Record.objects.create(key=key, event=f"orm:{orm}"[:50])
-    with transaction.atomic():  # a step-like transaction: still the tenant
+    with transaction.atomic():  # an app's own transaction: still the tenant
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM testapp_note")
             Record.objects.create(key=key, event=f"atomic:{cursor.fetchone()[0]}")
+
+    def count_in_step() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM testapp_note")
+            return int(cursor.fetchone()[0])
+
+    # A step's transaction (S9: the step's writes and its checkpoint commit together).
+    Record.objects.create(
+        key=key, event=f"step:{run.atomic_step('count', count_in_step)}"
+    )
 
 
 @job(idempotency_key=by_key, tenant=lambda p: p["tenant"], retry=Retry(attempts=1))
