@@ -176,3 +176,46 @@ def test_the_counts_follow_a_day_drop(jobs):
     assert row["dropped"] == 3
     assert not ArchiveCount.objects.exists()
     assert queue_health(DjangoDatabase("default"), queues=[QUEUE]) == []
+
+
+def test_the_counts_follow_a_purge_by_row(jobs):
+    dead_letters(jobs, count=3)
+    assert move_finished() == 3
+    newest = JobArchive.objects.order_by("-finished_at").first()
+    assert newest is not None and newest.finished_at is not None
+    [row] = DjangoDatabase("default").run(
+        QUERIES["archive_purge_aged"],
+        names=[settle_order.name],
+        states=["dead"],
+        keep_seconds=[0.0],
+        batch=2,
+        now=newest.finished_at + timedelta(hours=1),
+    )
+    assert row["deleted"] == 2
+    assert gauge()[0] == 1 == JobArchive.objects.filter(state="dead").count()
+
+
+def test_an_admin_action_acts_on_archived_rows_the_dead_link_lists(jobs, client):
+    ids = dead_letters(jobs, count=2)
+    assert move_finished() == 2
+    assert gauge()[0] == 2
+    user = User.objects.create_user("op", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=("view_job", "change_job"))
+    )
+    client.force_login(user)
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    answer = client.post(
+        f"{url}?state=dead",
+        {"action": "retry_jobs", "_selected_action": ids, "index": 0},
+    )
+    assert answer.status_code == 302
+    assert (
+        sorted(
+            str(pk)
+            for pk in Job.objects.filter(state="ready").values_list("id", flat=True)
+        )
+        == ids
+    )
+    assert not JobArchive.objects.exists()
+    assert gauge()[0] == 0
