@@ -18,14 +18,14 @@ webdriver: Any
 By: Any
 Select: Any
 WebDriverWait: Any
-expected: Any
+WebDriverException: Any
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as expected
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:  # pragma: no cover - the test extra installs it
-    webdriver = By = Select = WebDriverWait = expected = None
+    webdriver = By = Select = WebDriverWait = WebDriverException = None
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver") or (
@@ -79,10 +79,18 @@ class Console:
         self.driver.set_window_size(WIDTH, HEIGHT)
 
     def click(self, element_id: str) -> None:
-        """Press a button that posts a form, and wait for the page it leads to."""
-        page = self.driver.find_element(By.TAG_NAME, "html")
+        """Press a button that posts a form, and wait for the page it leads to: a
+        new document (without the old one's mark) that has finished loading. Asking
+        the old page's nodes instead races the navigation (chromedriver may answer
+        "Node ... does not belong to the document" rather than a stale element)."""
+        self.driver.execute_script("window.ujLeaving = true;")
         self.driver.find_element(By.ID, element_id).click()
-        WebDriverWait(self.driver, 30).until(expected.staleness_of(page))
+        WebDriverWait(self.driver, 30, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.execute_script(
+                "return window.ujLeaving === undefined"
+                " && document.readyState === 'complete';"
+            )
+        )
 
     def messages(self) -> list[str]:
         return [
