@@ -1,10 +1,12 @@
 """The headless Chromium the browser tests drive, and the console as an operator
 uses it (pages by path, buttons by id, whole-page screenshots). The ``browser``
 fixture is in conftest.py; tests skip, saying what is missing, without Debian's
-``chromium`` and ``chromium-driver`` or selenium (the ``test`` extra)."""
+``chromium`` and ``chromium-driver`` or selenium (the ``test`` extra), and fail
+instead when ``UJ_REQUIRE_CHROMIUM=1`` (as ``.ci/run`` sets)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -32,18 +34,27 @@ DRIVER = shutil.which("chromedriver") or (
     "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
 )
 
+MISSING = (
+    "selenium is not installed"
+    if webdriver is None
+    else "Chromium not found: apt-get install chromium chromium-driver"
+    if CHROMIUM is None or DRIVER is None
+    else ""
+)
+# .ci/run sets UJ_REQUIRE_CHROMIUM=1: there a missing browser fails the tests
+# instead of skipping them, so CI cannot pass without running them.
+REQUIRED = os.environ.get("UJ_REQUIRE_CHROMIUM") == "1"
+
 NEEDS_CHROMIUM = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(webdriver is None, reason="selenium is not installed"),
-    pytest.mark.skipif(
-        CHROMIUM is None or DRIVER is None,
-        reason="Chromium not found: apt-get install chromium chromium-driver",
-    ),
+    pytest.mark.skipif(bool(MISSING) and not REQUIRED, reason=MISSING),
 ]
 
 
 def start() -> Any:
     """A headless Chromium at WIDTH x HEIGHT."""
+    if MISSING:
+        pytest.fail(f"{MISSING} (UJ_REQUIRE_CHROMIUM=1: the browser tests must run)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
