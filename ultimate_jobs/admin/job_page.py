@@ -74,7 +74,7 @@ SECTIONS: tuple[tuple[str | None, str, tuple[str, ...]], ...] = (
         "uj-io",
         ("pretty_input", "pretty_error", "pretty_progress", "pretty_result", "logs"),
     ),
-    ("Operators and relations", "uj-more", ("operator_actions",)),
+    ("Operators and relations", "uj-more", ("operator_actions", "family")),
 )
 
 
