@@ -3,6 +3,8 @@ manifest in words. The pages themselves are checked in Chromium (tests/browser/)
 
 from __future__ import annotations
 
+from typing import Any
+
 from ultimate_jobs.admin.cells import cut, short_id
 from ultimate_jobs.admin.job_page import fieldsets
 from ultimate_jobs.admin.manifest import readable
@@ -34,21 +36,22 @@ def test_a_cut_cell_keeps_the_whole_value_in_its_title_and_escapes_it():
 
 
 def test_the_manifest_says_retry_retention_and_concurrency_in_words():
-    row = {
+    retry: dict[str, Any] = {
+        "attempts": 5,
+        "backoff": "exponential",
+        "delay": 1.0,
+        "jitter": True,
+        "max_delay": 300.0,
+    }
+    row: dict[str, Any] = {
         "name": "a.b",
-        "retry": {
-            "attempts": 5,
-            "backoff": "exponential",
-            "delay": 1.0,
-            "jitter": True,
-            "max_delay": 300.0,
-        },
+        "retry": retry,
         "retention": {"done": {"days": 1.0}, "dead": {"days": 30.0, "last": 100}},
         "concurrency": {"limit": 2, "when_busy": "wait", "keyed": True},
         "input": {"key": {}, "tenant": {}},
     }
     once = row | {
-        "retry": row["retry"] | {"attempts": 1},
+        "retry": retry | {"attempts": 1},
         "retention": {"failed": False},
         "concurrency": None,
         "input": {},
