@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.testapp.console_jobs import three_steps
+from tests.testapp.jobs import flaky, noop
+
 SHOTS = Path(__file__).resolve().parent.parent / ".screenshots"
 WIDTH, HEIGHT = 1400, 1000  # the issue's width: no sideways scroll at 1,400 px
 
@@ -127,3 +130,17 @@ class Console:
         WebDriverWait(self.driver, 30).until(
             lambda d: "/admin/login/" not in d.current_url
         )
+
+
+def work(jobs: Any) -> tuple[Any, Any]:
+    """Work to look at, through the testing runner ``jobs``: a dead job with steps,
+    a job that retried once then completed, three jobs waiting in queue "mail".
+    Answers (dead, retried), as enqueued."""
+    dead = three_steps.enqueue(key="report-42", token="s3cret", fail_at="transform")
+    retried = flaky.enqueue(key="flaky-1", fail_times=1)
+    jobs.run()
+    jobs.travel(seconds=11)
+    jobs.run()
+    for i in range(3):
+        noop.using(queue="mail").enqueue(key=f"mail-{i}")
+    return dead, retried

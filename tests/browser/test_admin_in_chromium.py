@@ -14,9 +14,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from tests import claiming
-from tests.browser.chromium import NEEDS_CHROMIUM, By, Console, Select
-from tests.testapp.console_jobs import three_steps
-from tests.testapp.jobs import flaky, noop
+from tests.browser.chromium import NEEDS_CHROMIUM, By, Console, Select, work
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Job, JobStep, QueuePause
 
@@ -39,15 +37,7 @@ def running(job_id: Any) -> None:
 
 def test_an_operator_drives_the_console(live_server, browser, jobs):
     User.objects.create_superuser("admin", "admin@example.com", "admin")
-    # Work to look at: a dead job with steps, a job that retried once then
-    # completed, jobs waiting in two queues.
-    dead = three_steps.enqueue(key="report-42", token="s3cret", fail_at="transform")
-    retried = flaky.enqueue(key="flaky-1", fail_times=1)
-    jobs.run()
-    jobs.travel(seconds=11)
-    jobs.run()
-    for i in range(3):
-        noop.using(queue="mail").enqueue(key=f"mail-{i}")
+    dead, retried = work(jobs)  # a dead job with steps, a retried one, jobs in "mail"
     console = Console(browser, live_server.url)
 
     console.login("admin", "admin")

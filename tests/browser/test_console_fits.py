@@ -24,9 +24,8 @@ from django.db import connection
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from tests.browser.chromium import NEEDS_CHROMIUM, SHOTS, Console
-from tests.testapp.console_jobs import three_steps
-from tests.testapp.jobs import flaky, noop
+from tests.browser.chromium import NEEDS_CHROMIUM, SHOTS, Console, work
+from tests.testapp.jobs import noop
 from ultimate_jobs import recur
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.maintenance import archive
@@ -89,13 +88,7 @@ def archive_emptied(django_db_blocker: Any) -> Iterator[None]:
 def seed(jobs: Any) -> dict[str, Any]:
     """Work on every page, with the longest values an operator meets."""
     now = timezone.now()
-    dead = three_steps.enqueue(key="report-42", token="s3cret", fail_at="transform")
-    retried = flaky.enqueue(key="flaky-1", fail_times=1)
-    jobs.run()
-    jobs.travel(seconds=11)
-    jobs.run()
-    for i in range(3):
-        noop.using(queue="mail").enqueue(key=f"mail-{i}")
+    dead, retried = work(jobs)
     for i in range(4):  # rows another deploy's code wrote: long names and values
         Job.objects.create(
             name=f"{LONG}_{i}",
