@@ -84,7 +84,11 @@ def os_user() -> str:
 
 
 def actor_of(options: dict[str, Any]) -> api.Operator:
-    """The operator of a command-line verb: ``--actor``, else the OS user (P2)."""
+    """The operator of a command-line verb: ``--actor``, else the OS user (P2); an
+    ``operator`` a caller put in the options (the MCP tools, P9) is taken as it is."""
+    given = options.get("operator")
+    if isinstance(given, api.Operator):
+        return given
     name = options.get("actor") or os_user()
     return api.operator_of(api.Operator(name, name, "cli"))
 
@@ -212,11 +216,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
         try:
-            if options.get("database"):
-                with on_alias(options["database"]):
-                    result = getattr(self, f"do_{verb}")(options)
-            else:
-                result = getattr(self, f"do_{verb}")(options)
+            result = self.answer(verb, options)
         except JobsError as exc:
             if options.get("json"):
                 self.stdout.write(
@@ -227,6 +227,13 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=str))
         else:
             self._print(verb, result)
+
+    def answer(self, verb: str, options: dict[str, Any]) -> Any:
+        """The ``--json`` document of one verb (the MCP tools answer it too, P9)."""
+        if options.get("database"):
+            with on_alias(options["database"]):
+                return getattr(self, f"do_{verb}")(options)
+        return getattr(self, f"do_{verb}")(options)
 
     # -- verbs -----------------------------------------------------------------------
 
@@ -333,7 +340,9 @@ class Command(BaseCommand):
                 f"warning: no job of this deploy declares queue {queue!r} (nor the "
                 "QUEUES setting); pausing it anyway: check the name"
             )
-        was_running = api.pause_queue(queue, by="manage.py jobs")
+        was_running = api.pause_queue(
+            queue, by=options.get("paused_by") or "manage.py jobs"
+        )
         return {
             "queue": options["queue"],
             "paused": True,
