@@ -126,6 +126,8 @@ def refusal(handle: JobHandle, stored: Any) -> JobsError | None:
             stored,
             max_depth=settings.MAX_INPUT_DEPTH,
             redaction=cached_redaction(definition.redact, settings.REDACT),
+            version=definition.version,
+            upgrade=definition.upgrade,
         )
     except JobsError as exc:
         return exc

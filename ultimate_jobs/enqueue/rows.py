@@ -210,6 +210,7 @@ def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
             max_bytes=settings.MAX_INPUT_BYTES,
             max_depth=settings.MAX_INPUT_DEPTH,
             redaction=redaction,
+            version=definition.version,
         )
         key = concurrency_key_of(definition, kwargs)
         rows.append(
