@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from ultimate_jobs import NO_TENANT, InputUpgradeFailed, JobDeclarationInvalid, job
+from ultimate_jobs import (
+    NO_TENANT,
+    InputUpgradeFailed,
+    InvalidJobPayload,
+    JobDeclarationInvalid,
+    job,
+)
 from ultimate_jobs.api import deploy_check
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.models import Attempt, Job
@@ -188,9 +194,9 @@ def test_the_version_key_is_reserved():
     handle = job(
         name="versioned.any", idempotency_key=_key, tenant=NO_TENANT, version=2
     )(takes_any)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(InvalidJobPayload) as info:
         handle.enqueue(key="f", __version__=9)
     assert info.value.code == "X_INVALID_PAYLOAD"
     assert info.value.field == "__version__"
     assert not Job.objects.filter(name="versioned.any").exists()
-    assert issubclass(InputUpgradeFailed, Exception)
+    assert issubclass(InputUpgradeFailed, InvalidJobPayload)
