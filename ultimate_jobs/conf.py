@@ -85,8 +85,8 @@ class JobsSettings:
     OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
     PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
     # Q2: how long a finished job stays in the hot table before the scheduler leader
-    # moves it to the partitioned history.
-    HISTORY_AFTER: float = 60.0
+    # moves it to the partitioned archive.
+    ARCHIVE_AFTER: float = 60.0
     PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
     MAX_INPUT_BYTES: int = DEFAULT_MAX_INPUT_BYTES  # an input's JSON, in bytes (B4)
     MAX_INPUT_DEPTH: int = DEFAULT_MAX_INPUT_DEPTH  # how deep an input may nest (B4)
@@ -135,7 +135,7 @@ _DURATIONS = (
     "EVENT_RETENTION",
     "OUTBOX_RETENTION",
     "SCHEDULER_LEASE",
-    "HISTORY_AFTER",
+    "ARCHIVE_AFTER",
 )
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ultimate_jobs.admin import (
     agents,
+    archive,
     dashboard,
-    history,
     jobs,
     manifest,
     scheduling,
@@ -18,8 +18,8 @@ from ultimate_jobs.admin import (
 
 __all__ = [
     "agents",
+    "archive",
     "dashboard",
-    "history",
     "jobs",
     "manifest",
     "scheduling",
