@@ -123,3 +123,18 @@ def test_a_superuser_issues_a_token_in_the_admin_and_revokes_it():
     agent.save()
     _row, second = tokens.issue(agent, "inactive user")
     assert tokens.user_of(second) is None
+
+
+def test_jobs_mcp_refuses_an_unknown_or_inactive_user_before_serving():
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as info:
+        call_command("jobs_mcp", "--user", "nobody")
+    assert (
+        str(info.value) == "--user='nobody': no such user (give an existing username)"
+    )
+    User.objects.create_user("gone", password="x", is_active=False)
+    with pytest.raises(CommandError) as info:
+        call_command("jobs_mcp", "--user", "gone")
+    assert str(info.value) == "--user='gone': the user is inactive"
