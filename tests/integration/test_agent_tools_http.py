@@ -166,3 +166,20 @@ def test_a_session_needs_its_csrf_token():
     )
     assert with_token.status_code == 200
     assert with_token.json()["result"]["serverInfo"]["name"] == "ultimate-jobs"
+
+
+def test_only_post_is_served_and_a_broken_message_is_a_parse_error():
+    """A GET stream would hold a web worker forever: the stateless endpoint has none."""
+    user = _user("gus", "view_job")
+    _row, token = tokens.issue(user, "probe")
+    web = DjangoClient()
+    auth = {"Authorization": f"Bearer {token}", "Accept": ACCEPT}
+    for method in ("get", "delete", "put"):
+        answer = getattr(web, method)("/jobs/mcp", headers=auth)
+        assert (answer.status_code, answer["Allow"]) == (405, "POST")
+        assert answer.json()["error"]["code"] == "X_METHOD_NOT_ALLOWED"
+    broken = web.post(
+        "/jobs/mcp", "{not json", content_type="application/json", headers=auth
+    )
+    assert broken.status_code == 400
+    assert broken.json()["error"]["code"] == -32700  # JSON-RPC's parse error

@@ -67,7 +67,23 @@ def _caller(request: HttpRequest) -> tuple[Any | None, str]:
 
 @csrf_exempt
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    """One request of the streamable-HTTP transport, answered as the caller."""
+    """One request of the streamable-HTTP transport, answered as the caller.
+
+    Only POST: the server is stateless and answers each message in its response, so
+    it has no stream to offer on GET and no session to end on DELETE (405, as the
+    transport allows; a GET stream would hold a web worker forever)."""
+    if request.method != "POST":
+        refused = JsonResponse(
+            {
+                "error": {
+                    "code": "X_METHOD_NOT_ALLOWED",
+                    "message": f"{request.method}: the MCP endpoint takes POST only",
+                }
+            },
+            status=405,
+        )
+        refused["Allow"] = "POST"
+        return refused
     user, why = _caller(request)
     if user is None:
         return _unauthorized(why)
@@ -79,7 +95,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         if name in request.headers
     ]
     status, answer_headers, body = handle_http(
-        user, request.method or "GET", request.path, headers, request.body
+        user, "POST", request.path, headers, request.body
     )
     response = HttpResponse(body, status=status)
     for name, value in answer_headers:
