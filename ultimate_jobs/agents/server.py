@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
 NAME = "ultimate-jobs"
+HTTP_TIMEOUT = 300.0  # seconds one HTTP request may take (a bulk verb moves 1,000 rows)
 INSTRUCTIONS = (
     "Operate the background jobs of this Django project: find what failed "
     "(jobs_stats, jobs_list, jobs_show), then act on it (jobs_retry, jobs_cancel, "
@@ -110,7 +111,7 @@ def handle_http(
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
-    answer: dict[str, Any] = {"status": 500, "headers": []}
+    answer: dict[str, Any] = {"status": None, "headers": []}
     chunks: list[bytes] = []
 
     async def main() -> None:
@@ -155,8 +156,17 @@ def handle_http(
             "client": ("127.0.0.1", 0),
             "server": ("localhost", 80),
         }
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+        # A bound on the request: nothing may hold a web worker for ever.
+        with anyio.move_on_after(HTTP_TIMEOUT):
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
 
     anyio.run(main)
+    if answer["status"] is None:
+        timeout = {"error": {"code": "X_TIMEOUT", "message": "no answer in time"}}
+        return (
+            504,
+            [(b"content-type", b"application/json")],
+            json.dumps(timeout).encode(),
+        )
     return answer["status"], answer["headers"], b"".join(chunks)
