@@ -183,3 +183,41 @@ def test_only_post_is_served_and_a_broken_message_is_a_parse_error():
     )
     assert broken.status_code == 400
     assert broken.json()["error"]["code"] == -32700  # JSON-RPC's parse error
+
+
+def test_a_request_past_its_bound_answers_504(monkeypatch):
+    import threading
+
+    from ultimate_jobs.agents import server, tools
+
+    user = _user("hal", "view_job")
+    _row, token = tokens.issue(user, "slow")
+    release = threading.Event()
+
+    def stuck(name, arguments, caller):
+        release.wait(30 * SLACK)
+        return []
+
+    monkeypatch.setattr(server, "HTTP_TIMEOUT", 0.5)
+    monkeypatch.setattr(tools, "call", stuck)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "jobs_stats", "arguments": {}},
+    }
+    try:
+        answer = DjangoClient().post(
+            "/jobs/mcp",
+            json.dumps(call),
+            content_type="application/json",
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": ACCEPT,
+                "mcp-protocol-version": "2025-06-18",
+            },
+        )
+    finally:
+        release.set()
+    assert answer.status_code == 504
+    assert answer.json()["error"]["code"] == "X_TIMEOUT"

@@ -62,8 +62,10 @@ def build_server(user: Any) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
         try:
+            # abandon_on_cancel: a request past HTTP_TIMEOUT answers at once; the
+            # call's thread ends on its own (its statements are each bounded).
             text = await anyio.to_thread.run_sync(
-                _run_sync, params.name, params.arguments, user
+                _run_sync, params.name, params.arguments, user, abandon_on_cancel=True
             )
         except JobsError as exc:
             error = {"error": {"code": exc.code, "message": exc.message}}
