@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests.testapp.jobs import noop
 from ultimate_jobs.agents import tokens, tools
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.models import AgentToken, Job, JobAction, QueuePause
 
 pytestmark = pytest.mark.django_db

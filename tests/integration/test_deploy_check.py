@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from tests.testapp.jobs import noop
 from ultimate_jobs.api import deploy_check
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.models import Schedule
 from ultimate_jobs.testing.factories import (
     JobFactory,

@@ -97,8 +97,8 @@ def test_older_inputs_are_upgraded_step_by_step(jobs):
 
 
 def test_a_failing_upgrade_dead_letters_with_a_coded_reason(jobs):
-    deploy(ship_v2, version=2, upgrade={1: split_address})
-    answer = registry.get(NAME).enqueue(key="c", street="Elm 3", city="Leiden")
+    v2 = deploy(ship_v2, version=2, upgrade={1: split_address})
+    answer = v2.enqueue(key="c", street="Elm 3", city="Leiden")
     deploy(ship_v3, version=3, upgrade={2: broken})
     assert deploy_check()["problems"][0]["example"]["error"].startswith(
         "X_INPUT_UPGRADE_FAILED"

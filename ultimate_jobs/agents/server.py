@@ -19,7 +19,7 @@ import anyio
 from django.db import close_old_connections, connections
 
 from ultimate_jobs.agents import tools
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 
 if TYPE_CHECKING:
     from mcp.server import Server

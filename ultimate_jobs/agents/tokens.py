@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ultimate_jobs.declaration.bounds import check_text
+from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.models import AgentToken
 
 PREFIX = "ujt_"

@@ -23,7 +23,7 @@ from typing import Any
 
 from ultimate_jobs import api
 from ultimate_jobs.api import reads
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.management.commands.jobs import Command as JobsCommand
 
 logger = logging.getLogger(__name__)

@@ -31,9 +31,8 @@ from ultimate_jobs.api.overview import declared_queues
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.redaction import cached_redaction
-from ultimate_jobs.declaration.registry import Registry, registry
-from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import InvalidArgument, JobsError
+from ultimate_jobs.declaration.registry import Declared, Registry, registry
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.models import LIVE_STATES, Job, Schedule, TaskWatermark
 from ultimate_jobs.scheduling.tasks import TaskRegistry, task_registry
 
@@ -115,7 +114,7 @@ def _rows(alias: str, jobs: Registry, sample: int) -> list[dict[str, Any]]:
     return found
 
 
-def refusal(handle: JobHandle, stored: Any) -> JobsError | None:
+def refusal(handle: Declared, stored: Any) -> JobsError | None:
     """Why this code would refuse ``stored`` before the body runs, or None."""
     definition = handle.definition
     settings = get_settings()
@@ -134,7 +133,7 @@ def refusal(handle: JobHandle, stored: Any) -> JobsError | None:
     return None
 
 
-def _inputs(alias: str, handle: JobHandle, sample: int) -> list[dict[str, Any]]:
+def _inputs(alias: str, handle: Declared, sample: int) -> list[dict[str, Any]]:
     rows = (
         _live(alias)
         .filter(name=handle.name)
