@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0007_archive"),
+        ("ultimate_jobs", "0008_redaction_tenancy"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -18,7 +18,7 @@ from ultimate_jobs.declaration.states import (
     StepStatus,
 )
 from ultimate_jobs.models.agents import AgentToken
-from ultimate_jobs.models.archive import JobArchive
+from ultimate_jobs.models.archive import ArchiveCount, JobArchive
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
 from ultimate_jobs.models.console import Dashboard
@@ -42,6 +42,7 @@ __all__ = [
     "FINISHED_STATES",
     "LIVE_STATES",
     "AgentToken",
+    "ArchiveCount",
     "Attempt",
     "BackfillLedger",
     "BackfillStatus",
