@@ -29,6 +29,7 @@ from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_s
 from ultimate_jobs.declaration.run import CancelToken, Run
 from ultimate_jobs.declaration.states import CatchUp, JobState, StepKind, StepStatus
 from ultimate_jobs.durable.events import Published, publish_event
+from ultimate_jobs.durable.workflows import Outcome
 from ultimate_jobs.enqueue.handle import JobHandle, job
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.exceptions import (
@@ -42,6 +43,7 @@ from ultimate_jobs.exceptions import (
     ExportPartTooLarge,
     ExportUnknownColumn,
     ExportWriteConflict,
+    FanInTimeout,
     IdempotencyRequired,
     InputTooDeep,
     InputTooLarge,
@@ -148,6 +150,7 @@ __all__ = [
     "ExportPartTooLarge",
     "ExportUnknownColumn",
     "ExportWriteConflict",
+    "FanInTimeout",
     "IdempotencyRequired",
     "InputTooDeep",
     "InputTooLarge",
@@ -180,6 +183,7 @@ __all__ = [
     "LeaseLost",
     "MemoryWebhookLedger",
     "OutboxNoTx",
+    "Outcome",
     "Published",
     "PurgeTarget",
     "PurgeTargetDuplicate",

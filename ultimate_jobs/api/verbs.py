@@ -202,6 +202,9 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
         raise JobNotCancellable(pk, find_job(pk).state)
 
 
+CHILDREN_PAGE = 500
+
+
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
     """Cancel one live job on whichever alias holds it (Q1), record who did it, and
     tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
@@ -221,7 +224,20 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
+    _cancel_children(pk, alias, who)
     return str(row["was"])
+
+
+def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
+    """S11: cancelling a parent cancels its live children (and theirs), each recorded
+    like an operator's cancel, in pages of the live-children index."""
+    reason = f"parent {pk} cancelled"
+    while children := _db(alias).run(
+        QUERIES["children_live"], parent_id=pk, limit=CHILDREN_PAGE
+    ):
+        cancelled = [_cancel(child["id"], reason, who) for child in children]
+        if all(was is None for was in cancelled):
+            return  # none of them could be cancelled any more: nothing changes
 
 
 def cancel_by_key(

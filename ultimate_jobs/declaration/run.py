@@ -168,6 +168,20 @@ class Run:
             name, event, match=match, timeout=timeout, timeout_ok=timeout_ok
         )
 
+    def spawn(self, name: str, handle: Any, /, **input: Any) -> Any:
+        """Enqueue ``handle(**input)`` as a child job, as the step ``name`` (S10): the
+        child row and the checkpoint commit together, so a replay answers the same
+        child (an ``Enqueued``) and a crash never loses or doubles it."""
+        return self._journal().spawn(name, handle, input)
+
+    def wait_for_jobs(
+        self, name: str, children: Any, timeout: Duration | None = None
+    ) -> Any:
+        """Suspend until every child (``Enqueued`` answers or job ids) has settled and
+        answer one ``Outcome(id, state, result, error)`` per child, in order (S11).
+        Past ``timeout`` raise FanInTimeout (a JobTimeout)."""
+        return self._journal().wait_for_jobs(name, children, timeout)
+
     def reschedule(
         self,
         *,

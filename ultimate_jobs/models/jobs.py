@@ -66,6 +66,10 @@ class JobColumns(models.Model):
 class Job(JobColumns):
     """One job: its input, where it is, and how its last attempt ended."""
 
+    # S10: the job whose run.spawn enqueued this one (NULL: none). Not a foreign key:
+    # the parent may have moved to the archive, or live on another alias (Q1).
+    parent_id = models.UUIDField(null=True, blank=True)
+
     # Lists and reads skip (and name) a row Python cannot read (B4, models/readable.py).
     objects = JobManager()
 
@@ -126,6 +130,18 @@ class Job(JobColumns):
                 fields=("idempotency_key",),
                 name="ultimate_jobs_job_key",
                 opclasses=("varchar_pattern_ops",),
+            ),
+            # S10, S11: a parent's children, newest first (keyset pages, counts by
+            # state), and whether a parent still has a live child (the fan-in's wake).
+            models.Index(
+                fields=("parent_id", "id"),
+                name="ultimate_jobs_job_children",
+                condition=Q(parent_id__isnull=False),
+            ),
+            models.Index(
+                fields=("parent_id",),
+                name="ultimate_jobs_job_live_kids",
+                condition=Q(parent_id__isnull=False, state__in=LIVE_STATES),
             ),
             # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
             models.Index(

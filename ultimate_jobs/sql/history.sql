@@ -12,7 +12,7 @@
 id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key, attempt,
 max_attempts, run_at, created_at, started_at, finished_at, lease_owner,
 lease_expires_at, worker_id, last_error, error_code, stop_reason, progress, result,
-correlation_id, enqueued_by, concurrency_key
+correlation_id, enqueued_by, concurrency_key, parent_id
 
 -- name: history_clock :one
 -- The pass's clock reading (the database's now(), or the testing clock) and the first

@@ -1,0 +1,107 @@
+"""run.spawn and run.wait_for_jobs (S10, S11) with the testing runner, in one process
+on real PostgreSQL. The worker processes (SIGKILL, concurrency 1) are in
+tests/acceptance/test_workflow_processes.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from tests.testapp.workflow_jobs import fan_in, square
+from ultimate_jobs import FanInTimeout, JobState, api
+from ultimate_jobs.models import Job, JobStep
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def prompt_wake():
+    """The wake trigger is deferred to the commit, which a test's transaction never
+    reaches: fire it at each statement instead."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ultimate_jobs_child_settled IMMEDIATE")
+
+
+def result_of(job_id):
+    return Job.objects.get(pk=job_id).result
+
+
+def test_children_are_spawned_waited_for_and_answered_in_order(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="k", count=3)
+    outcomes = [str(a.outcome) for a in jobs.run()]
+    # the parent suspends, its three children complete, the last one wakes it
+    assert outcomes == ["suspended", "completed", "completed", "completed", "completed"]
+    children = list(Job.objects.filter(parent_id=parent.id).order_by("id"))
+    assert [c.input["n"] for c in children] == [0, 1, 2]
+    assert {c.enqueued_by for c in children} == {f"job:{parent.id}"}
+    assert result_of(parent.id) == {
+        "ids": [str(c.id) for c in children],
+        "states": ["done"] * 3,
+        "sum": 0 + 1 + 4,
+        "errors": [],
+    }
+    steps = JobStep.objects.filter(job_id=parent.id).order_by("id")
+    assert [(s.name, s.kind, s.status) for s in steps] == [
+        ("child:0", "spawn", "done"),
+        ("child:1", "spawn", "done"),
+        ("child:2", "spawn", "done"),
+        ("children", "jobs", "done"),
+    ]
+
+
+def test_a_replay_answers_the_same_children(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="r", count=2)
+    [attempt] = jobs.run(until_idle=False)
+    assert str(attempt.outcome) == "suspended"
+    first = set(Job.objects.filter(parent_id=parent.id).values_list("id", flat=True))
+    api.promote(parent.id)  # the parent replays before its children ran
+    [attempt] = jobs.run(until_idle=False, queues=["default"], max_jobs=None) or [None]
+    assert Job.objects.filter(name=square.name).count() == 2
+    assert (
+        set(Job.objects.filter(parent_id=parent.id).values_list("id", flat=True))
+        == first
+    )
+
+
+def test_a_dead_child_is_answered_with_its_error(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="d", count=2, fail=[1])
+    jobs.run()
+    jobs.travel(seconds=2)  # the failing child's retry
+    jobs.run()
+    assert result_of(parent.id) == {
+        "ids": [
+            str(i)
+            for i in Job.objects.filter(parent_id=parent.id)
+            .order_by("id")
+            .values_list("id", flat=True)
+        ],
+        "states": ["done", "dead"],
+        "sum": 0,
+        "errors": ["builtins.ValueError: child 1 fails"],
+    }
+
+
+def test_the_wait_times_out(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="t", count=1, timeout=30.0, child_gate="")
+    [first] = jobs.run(until_idle=False)
+    assert str(first.outcome) == "suspended"
+    Job.objects.filter(parent_id=parent.id).update(
+        state=JobState.DELAYED, run_at="2999-01-01T00:00:00Z"
+    )
+    jobs.travel(seconds=31)
+    [attempt] = jobs.run()
+    assert isinstance(attempt.error, FanInTimeout)
+    assert attempt.outcome == "dead-lettered"
+    step = JobStep.objects.get(job_id=parent.id, name="children")
+    assert step.status == "timed_out"
+
+
+def test_cancelling_a_parent_cancels_its_live_children(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="c", count=3)
+    jobs.run(until_idle=False)
+    api.cancel(parent.id)
+    states = set(
+        Job.objects.filter(parent_id=parent.id).values_list("state", flat=True)
+    )
+    assert states == {"cancelled"}
+    assert Job.objects.get(pk=parent.id).state == "cancelled"

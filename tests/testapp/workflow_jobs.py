@@ -1,0 +1,70 @@
+"""Jobs of the fan-out / fan-in tests (S10, S11); imported by jobs.py so workers see them.
+
+``square`` is the child: it keeps its result (store_result=True), fails for good when
+asked, and can hold at a gate file (durable_jobs.hold_at). ``fan_in`` spawns
+``count`` children on ``queue``, waits for them, and keeps the outcomes' summary as its
+result; ``spawned`` Records say how often each spawn's code ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ultimate_jobs import NO_TENANT, Retry, Run, job
+
+from .durable_jobs import hold_at, record
+
+
+@job(
+    idempotency_key=lambda p: f"square:{p['key']}:{p['n']}",
+    tenant=NO_TENANT,
+    retry=Retry(attempts=2, delay="1s", jitter=False),
+    store_result=True,
+)
+def square(run: Run, key: str, n: int, fail: bool = False, gate: str = "") -> int:
+    if gate:
+        hold_at(gate)
+    if fail:
+        raise ValueError(f"child {n} fails")
+    return n * n
+
+
+@job(
+    idempotency_key=lambda p: f"fan:{p['key']}",
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+    store_result=True,
+    event_poll=60.0,
+)
+def fan_in(
+    run: Run,
+    key: str,
+    count: int,
+    queue: str = "default",
+    fail: list[int] | None = None,
+    timeout: float | None = None,
+    gate: str = "",
+    child_gate: str = "",
+) -> dict[str, Any]:
+    children = []
+    for n in range(count):
+        children.append(
+            run.spawn(
+                f"child:{n}",
+                square.using(queue=queue),
+                key=key,
+                n=n,
+                fail=n in (fail or []),
+                gate=child_gate if n == 0 else "",
+            )
+        )
+    if gate:
+        hold_at(gate)  # spawned, not yet waiting: the test kills the worker here
+    outcomes = run.wait_for_jobs("children", children, timeout=timeout)
+    record(run, key, "fanned-in")
+    return {
+        "ids": [str(o.id) for o in outcomes],
+        "states": [o.state for o in outcomes],
+        "sum": sum(o.result for o in outcomes if o.state == "done"),
+        "errors": [o.error for o in outcomes if o.error],
+    }

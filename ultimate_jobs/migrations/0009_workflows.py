@@ -1,0 +1,139 @@
+"""Fan-out and fan-in (issue 28, SPEC S10, S11).
+
+``parent_id`` on the job row names the job whose ``run.spawn`` enqueued it; the finished
+jobs table gets the same column, so a child keeps it when it is moved there (Q2). Two
+partial indexes serve a parent's children: all of them by id (the console's keyset
+list, counts by state) and the live ones (the fan-in's wake).
+
+The wake is a deferred constraint trigger: when a child's settle commits (done, failed,
+dead, cancelled, whichever statement wrote it), it checks whether its parent still has
+a live child and, if none, flags the parent's waiting ``wait_for_jobs`` step ``woken``
+and makes a suspended parent due now with a ``pg_notify`` to its queue's workers (the
+event bus's wake, S4). The check runs under ONE transaction-level advisory lock taken at
+commit, after every other lock of the transaction (so it cannot deadlock with them), and
+reads with a fresh snapshot (a VOLATILE function): of two last children settling at once
+the second sees the first committed, and a parent checking its children under the same
+lock (sql/workflows.sql ``fanin_lock``) either sees the child settled or is flagged by it.
+"""
+
+from django.db import migrations, models
+
+WORKFLOWS_SQL = """
+DO $$
+BEGIN
+    -- The finished jobs table (named ..._history, or ..._archive once renamed).
+    IF to_regclass('ultimate_jobs_job_archive') IS NOT NULL THEN
+        ALTER TABLE ultimate_jobs_job_archive ADD COLUMN parent_id uuid;
+    ELSIF to_regclass('ultimate_jobs_job_history') IS NOT NULL THEN
+        ALTER TABLE ultimate_jobs_job_history ADD COLUMN parent_id uuid;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION ultimate_jobs_child_settled() RETURNS trigger
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    due_queue text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('ultimate_jobs.fan_in')::bigint);
+    IF EXISTS (
+        SELECT 1
+          FROM ultimate_jobs_job AS sibling
+         WHERE sibling.parent_id = NEW.parent_id
+           AND sibling.state IN ('ready', 'delayed', 'running', 'suspended')
+    ) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE ultimate_jobs_step AS step
+       SET woken = true
+     WHERE step.job_id = NEW.parent_id
+       AND step.kind = 'jobs'
+       AND step.status = 'waiting'
+       AND NOT step.archived;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    UPDATE ultimate_jobs_job AS parent
+       SET run_at = now()
+     WHERE parent.id = NEW.parent_id
+       AND parent.state = 'suspended'
+    RETURNING parent.queue INTO due_queue;
+    IF due_queue IS NOT NULL THEN
+        PERFORM pg_notify('ultimate_jobs_wake', due_queue);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER ultimate_jobs_child_settled
+    AFTER UPDATE OF state ON ultimate_jobs_job
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW
+    WHEN (NEW.parent_id IS NOT NULL
+          AND NEW.state IN ('done', 'failed', 'dead', 'cancelled')
+          AND OLD.state NOT IN ('done', 'failed', 'dead', 'cancelled'))
+    EXECUTE FUNCTION ultimate_jobs_child_settled();
+"""
+
+WORKFLOWS_REVERSE = """
+DROP TRIGGER IF EXISTS ultimate_jobs_child_settled ON ultimate_jobs_job;
+DROP FUNCTION IF EXISTS ultimate_jobs_child_settled();
+DO $$
+BEGIN
+    IF to_regclass('ultimate_jobs_job_archive') IS NOT NULL THEN
+        ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS parent_id;
+    ELSIF to_regclass('ultimate_jobs_job_history') IS NOT NULL THEN
+        ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS parent_id;
+    END IF;
+END
+$$;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ultimate_jobs", "0006_history"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="job",
+            name="parent_id",
+            field=models.UUIDField(blank=True, null=True),
+        ),
+        migrations.AlterField(
+            model_name="jobstep",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("step", "Step"),
+                    ("atomic", "Atomic"),
+                    ("sleep", "Sleep"),
+                    ("event", "Event"),
+                    ("spawn", "Spawn"),
+                    ("jobs", "Jobs"),
+                ],
+                max_length=16,
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(("parent_id__isnull", False)),
+                fields=["parent_id", "id"],
+                name="ultimate_jobs_job_children",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(
+                    ("parent_id__isnull", False),
+                    ("state__in", ("ready", "delayed", "running", "suspended")),
+                ),
+                fields=["parent_id"],
+                name="ultimate_jobs_job_live_kids",
+            ),
+        ),
+        migrations.RunSQL(sql=WORKFLOWS_SQL, reverse_sql=WORKFLOWS_REVERSE),
+    ]

@@ -1,0 +1,154 @@
+-- Statements of fan-out and fan-in (S10, S11): run.spawn and run.wait_for_jobs.
+--
+-- Writes are fenced on the parent's claim like every step write (W3, see steps.sql):
+-- they match the parent only while it is 'running' under the caller's lease_owner,
+-- holding the row FOR KEY SHARE until they commit; no row answered means the claim is
+-- lost and nothing was written. The wake of a waiting parent is the deferred trigger
+-- ultimate_jobs_child_settled (migration 0009): it and fanin_lock take the same
+-- transaction-level advisory lock, so a parent checking its children and the settle of
+-- its last child never both miss each other.
+
+-- name: spawn_record :many
+-- Record run.spawn's step (S10) with the child's ids as output, and make the parent
+-- the child's parent (`adopt`: the child row was written by this spawn, not an
+-- existing job answered by its idempotency key). Runs in the transaction that wrote
+-- the child row, so the child and the checkpoint commit together or not at all: a
+-- replay answers the same child and a crash never loses or doubles it. A step already
+-- recorded under the name keeps its first output, which is answered.
+WITH owner AS (
+    SELECT job.id
+      FROM ultimate_jobs_job AS job
+     WHERE job.id = %(job_id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+       FOR KEY SHARE
+),
+adopted AS (
+    UPDATE ultimate_jobs_job AS child
+       SET parent_id = owner.id
+      FROM owner
+     WHERE child.id = %(child_id)s::uuid
+       AND %(adopt)s::boolean
+       AND child.parent_id IS NULL
+    RETURNING child.id
+)
+INSERT INTO ultimate_jobs_step (
+    job_id, name, kind, status, output, attempt, started_at, finished_at
+)
+SELECT owner.id,
+       %(name)s::text,
+       'spawn',
+       'done',
+       %(output)s::jsonb,
+       %(attempt)s::integer,
+       coalesce(%(now)s::timestamptz, statement_timestamp()),
+       coalesce(%(now)s::timestamptz, statement_timestamp())
+  FROM owner
+    ON CONFLICT (job_id, name) WHERE NOT archived
+    DO UPDATE SET output = ultimate_jobs_step.output
+RETURNING ultimate_jobs_step.output::text AS output;
+
+-- name: fanin_wait :many
+-- Start a run.wait_for_jobs (S11): the children's ids (a JSON array, in `match`) and
+-- the deadline (the clock plus `timeout`; NULL for none) are recorded once, so a replay
+-- keeps both. Answers the step as stored.
+WITH owner AS (
+    SELECT job.id
+      FROM ultimate_jobs_job AS job
+     WHERE job.id = %(job_id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+       FOR KEY SHARE
+)
+INSERT INTO ultimate_jobs_step (
+    job_id, name, kind, status, attempt, started_at, wake_at, match
+)
+SELECT owner.id,
+       %(name)s::text,
+       'jobs',
+       'waiting',
+       %(attempt)s::integer,
+       coalesce(%(now)s::timestamptz, statement_timestamp()),
+       coalesce(%(now)s::timestamptz, statement_timestamp())
+           + make_interval(secs => %(timeout)s::double precision),
+       %(children)s::jsonb
+  FROM owner
+    ON CONFLICT (job_id, name) WHERE NOT archived
+    DO UPDATE SET match = ultimate_jobs_step.match
+RETURNING ultimate_jobs_step.wake_at,
+          ultimate_jobs_step.wake_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+              AS expired;
+
+-- name: fanin_lock :one
+-- Take the fan-in lock for the rest of the caller's transaction (the one the trigger
+-- ultimate_jobs_child_settled takes at a child's commit); the caller's next statement
+-- then reads the children with a snapshot that sees every settle committed before it.
+SELECT true AS locked
+  FROM (SELECT pg_advisory_xact_lock(hashtext('ultimate_jobs.fan_in')::bigint)) AS held;
+
+-- name: fanin_outcomes :many
+-- Where each of `ids` is (S11), in the hot table or else the finished jobs table (Q2):
+-- its state, stored result (store_result=True, P8) and the first line of its last
+-- error (the exception's type and message, not the traceback). `staged` is true
+-- for an id still waiting in this alias's outbox (a child on another alias, O1, not
+-- yet relayed); `found` false and `staged` false: the id is not on this alias.
+-- `ord` is the id's place in `ids` (1-based).
+WITH wanted AS (
+    SELECT wanted.id, wanted.ord
+      FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS wanted(id, ord)
+)
+SELECT wanted.ord,
+       wanted.id,
+       coalesce(hot.state, cold.state) AS state,
+       coalesce(hot.result, cold.result)::text AS result,
+       split_part(coalesce(hot.last_error, cold.last_error), E'\n', 1) AS error,
+       (hot.id IS NOT NULL OR cold.id IS NOT NULL) AS found,
+       EXISTS (
+           SELECT 1
+             FROM ultimate_jobs_outbox AS outbox
+            WHERE outbox.id = wanted.id
+              AND outbox.published_at IS NULL
+       ) AS staged
+  FROM wanted
+  LEFT JOIN ultimate_jobs_job AS hot ON hot.id = wanted.id
+  LEFT JOIN LATERAL (
+       SELECT finished.id, finished.state, finished.result, finished.last_error
+         FROM ultimate_jobs_job_history AS finished
+        WHERE finished.id = wanted.id
+          AND hot.id IS NULL
+        LIMIT 1
+  ) AS cold ON true
+ ORDER BY wanted.ord;
+
+-- name: fanin_end :many
+-- End a waiting run.wait_for_jobs (S11): 'done' with the children's outcomes as
+-- output, or 'timed_out' past its deadline. Recorded once: a replay answers it.
+WITH owner AS (
+    SELECT job.id
+      FROM ultimate_jobs_job AS job
+     WHERE job.id = %(job_id)s::uuid
+       AND job.state = 'running'
+       AND job.lease_owner = %(lease_owner)s::uuid
+       FOR KEY SHARE
+)
+UPDATE ultimate_jobs_step AS step
+   SET status = %(status)s::text,
+       output = %(output)s::jsonb,
+       woken = false,
+       finished_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+  FROM owner
+ WHERE step.job_id = owner.id
+   AND step.name = %(name)s::text
+   AND NOT step.archived
+   AND step.status = 'waiting'
+RETURNING step.status, step.output::text AS output;
+
+-- name: children_live :many
+-- The live children of one job (S11: cancelling a parent cancels them), at most
+-- `limit`, oldest first, through the live-children index.
+SELECT child.id
+  FROM ultimate_jobs_job AS child
+ WHERE child.parent_id = %(parent_id)s::uuid
+   AND child.state IN ('ready', 'delayed', 'running', 'suspended')
+ ORDER BY child.id
+ LIMIT %(limit)s::integer;
