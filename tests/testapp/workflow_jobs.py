@@ -29,14 +29,7 @@ def square(run: Run, key: str, n: int, fail: bool = False, gate: str = "") -> in
     return n * n
 
 
-@job(
-    idempotency_key=lambda p: f"fan:{p['key']}",
-    tenant=NO_TENANT,
-    retry=Retry(attempts=3, delay="1s", jitter=False),
-    store_result=True,
-    event_poll=60.0,
-)
-def fan_in(
+def fan(
     run: Run,
     key: str,
     count: int,
@@ -68,3 +61,24 @@ def fan_in(
         "sum": sum(o.result for o in outcomes if o.state == "done"),
         "errors": [o.error for o in outcomes if o.error],
     }
+
+
+# A wait re-checks at its event_poll: 60 s here, so what comes sooner is the wake.
+fan_in = job(
+    name="testapp.fan_in",
+    idempotency_key=lambda p: f"fan:{p['key']}",
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+    store_result=True,
+    event_poll=60.0,
+)(fan)
+
+# Children on another alias are seen at the poll (the wake trigger is per database).
+fan_in_polling = job(
+    name="testapp.fan_in_polling",
+    idempotency_key=lambda p: f"fan-polling:{p['key']}",
+    tenant=NO_TENANT,
+    retry=Retry(attempts=3, delay="1s", jitter=False),
+    store_result=True,
+    event_poll=1.0,
+)(fan)
