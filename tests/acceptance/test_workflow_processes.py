@@ -39,6 +39,7 @@ def assert_fanned_in_once(parent_id, count):
     assert Job.objects.filter(name=square.name).count() == count
     assert sorted(c.input["n"] for c in children) == list(range(count))
     assert parent.state == "done"
+    assert parent.result is not None
     assert parent.result["states"] == ["done"] * count
     assert parent.result["sum"] == sum(n * n for n in range(count))
     assert parent.result["ids"] == [str(c.id) for c in children]
@@ -110,6 +111,7 @@ def test_children_on_another_alias(start_worker, settings):
     assert children.count() == 3
     assert Job.objects.filter(name=square.name).count() == 0
     result = Job.objects.get(pk=parent.id).result
+    assert result is not None
     assert result["states"] == ["done"] * 3
     assert result["sum"] == 0 + 1 + 4
     assert sorted(result["ids"]) == sorted(str(c.id) for c in children)
