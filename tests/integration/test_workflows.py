@@ -4,11 +4,15 @@ tests/acceptance/test_workflow_processes.py."""
 
 from __future__ import annotations
 
+import json
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from tests.testapp.workflow_jobs import fan_in, square
-from ultimate_jobs import FanInTimeout, JobState, api
+from ultimate_jobs import FanInTimeout, InvalidArgument, JobState, api
 from ultimate_jobs.models import Job, JobStep
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +109,24 @@ def test_cancelling_a_parent_cancels_its_live_children(jobs, prompt_wake):
     )
     assert states == {"cancelled"}
     assert Job.objects.get(pk=parent.id).state == "cancelled"
+
+
+def test_jobs_show_and_list_name_the_parent_and_the_children(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="s", count=2)
+    jobs.run(until_idle=False)
+    children = [
+        str(i)
+        for i in Job.objects.filter(parent_id=parent.id)
+        .order_by("id")
+        .values_list("id", flat=True)
+    ]
+    shown = api.get(parent.id)
+    assert (shown["parent_id"], shown["children"]) == (None, children)
+    assert shown["children_by_state"] == {"ready": 2}
+    assert api.get(children[0])["parent_id"] == str(parent.id)
+    out = StringIO()
+    call_command("jobs", "list", "--parent", str(parent.id), "--json", stdout=out)
+    assert sorted(j["id"] for j in json.loads(out.getvalue())["jobs"]) == children
+    with pytest.raises(InvalidArgument) as refused:
+        api.list_jobs(parent="nope")
+    assert refused.value.field == "parent"

@@ -58,6 +58,9 @@ class JobColumns(models.Model):
     # L2: the lease key of a keyed concurrency limit, computed from the input at enqueue
     # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
+    # S10: the job whose run.spawn enqueued this one (NULL: none). Not a foreign key:
+    # the parent may have moved to the finished jobs table, or live on another alias.
+    parent_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         abstract = True
@@ -65,10 +68,6 @@ class JobColumns(models.Model):
 
 class Job(JobColumns):
     """One job: its input, where it is, and how its last attempt ended."""
-
-    # S10: the job whose run.spawn enqueued this one (NULL: none). Not a foreign key:
-    # the parent may have moved to the archive, or live on another alias (Q1).
-    parent_id = models.UUIDField(null=True, blank=True)
 
     # Lists and reads skip (and name) a row Python cannot read (B4, models/readable.py).
     objects = JobManager()
