@@ -130,3 +130,43 @@ def test_jobs_show_and_list_name_the_parent_and_the_children(jobs, prompt_wake):
     with pytest.raises(InvalidArgument) as refused:
         api.list_jobs(parent="nope")
     assert refused.value.field == "parent"
+
+
+def test_spawn_many_writes_a_batch_and_a_replay_answers_it(jobs, prompt_wake):
+    parent = fan_in.enqueue(key="m", count=5, batch=2)
+    [attempt] = jobs.run(until_idle=False)
+    assert str(attempt.outcome) == "suspended"
+    steps = list(
+        JobStep.objects.filter(job_id=parent.id)
+        .order_by("id")
+        .values_list("name", "output")
+    )
+    children = list(Job.objects.filter(parent_id=parent.id).order_by("id"))
+    assert [name for name, _ in steps] == [
+        "chunk:0[0]",
+        "chunk:0[1]",
+        "chunk:2[0]",
+        "chunk:2[1]",
+        "chunk:4[0]",
+        "children",
+    ]
+    assert [out["id"] for _, out in steps[:5] if out] == [str(c.id) for c in children]
+    api.promote(parent.id)  # a replay before the children ran: the same five
+    jobs.run()
+    assert Job.objects.filter(name=square.name).count() == 5
+    assert result_of(parent.id)["sum"] == 0 + 1 + 4 + 9 + 16
+    assert result_of(parent.id)["ids"] == [str(c.id) for c in children]
+
+
+def test_spawn_refuses_what_is_not_a_job(jobs, clean_registry):
+    from ultimate_jobs import NO_TENANT, job
+
+    @job(name="tests.bad_spawn", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def bad_spawn(run):
+        run.spawn("child", print, x=1)
+
+    bad_spawn.enqueue()
+    [attempt] = jobs.run()
+    assert isinstance(attempt.error, InvalidArgument)
+    assert attempt.error.field == "handle"
+    assert JobStep.objects.count() == 0

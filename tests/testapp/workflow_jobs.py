@@ -38,23 +38,38 @@ def fan(
     timeout: float | None = None,
     gate: str = "",
     child_gate: str = "",
+    brief: bool = False,
+    batch: int = 0,
 ) -> dict[str, Any]:
+    def child(n: int) -> dict[str, Any]:
+        return {
+            "key": key,
+            "n": n,
+            "fail": n in (fail or []),
+            "gate": child_gate if n == 0 else "",
+        }
+
     children = []
-    for n in range(count):
-        children.append(
-            run.spawn(
-                f"child:{n}",
-                square.using(queue=queue),
-                key=key,
-                n=n,
-                fail=n in (fail or []),
-                gate=child_gate if n == 0 else "",
+    if batch:  # run.spawn_many: one transaction per `batch` children
+        for first in range(0, count, batch):
+            chunk = [child(n) for n in range(first, min(first + batch, count))]
+            children += run.spawn_many(
+                f"chunk:{first}", square.using(queue=queue), chunk
             )
-        )
+    else:
+        for n in range(count):
+            children.append(
+                run.spawn(f"child:{n}", square.using(queue=queue), **child(n))
+            )
     if gate:
         hold_at(gate)  # spawned, not yet waiting: the test kills the worker here
     outcomes = run.wait_for_jobs("children", children, timeout=timeout)
     record(run, key, "fanned-in")
+    if brief:  # a result of 10,000 ids would pass MAX_RESULT_BYTES
+        states: dict[str, int] = {}
+        for o in outcomes:
+            states[o.state] = states.get(o.state, 0) + 1
+        return {"states": states, "sum": sum(o.result or 0 for o in outcomes)}
     return {
         "ids": [str(o.id) for o in outcomes],
         "states": [o.state for o in outcomes],

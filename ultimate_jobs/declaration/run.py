@@ -174,6 +174,12 @@ class Run:
         child (an ``Enqueued``) and a crash never loses or doubles it."""
         return self._journal().spawn(name, handle, input)
 
+    def spawn_many(self, name: str, handle: Any, inputs: Any) -> Any:
+        """Enqueue one child per input (a list of dicts of keyword arguments) as the
+        steps ``name[0]``, ``name[1]``...: every child and checkpoint in one
+        transaction (S10). Answers one ``Enqueued`` per input, in order."""
+        return self._journal().spawn_many(name, handle, inputs)
+
     def wait_for_jobs(
         self, name: str, children: Any, timeout: Duration | None = None
     ) -> Any:

@@ -301,6 +301,10 @@ class Journal:
         """Enqueue a child job as the step ``name``, with its checkpoint (S10)."""
         return workflows.spawn(self, check_name(name), handle, input)
 
+    def spawn_many(self, name: str, handle: object, inputs: object) -> Any:
+        """Enqueue one child per input, every child and checkpoint at once (S10)."""
+        return workflows.spawn_many(self, check_name(name), handle, inputs)
+
     def wait_for_jobs(
         self, name: str, children: object, timeout: Duration | None = None
     ) -> Any:

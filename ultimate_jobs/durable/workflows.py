@@ -33,6 +33,7 @@ from ultimate_jobs.declaration.durations import Duration, optional_duration
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
+from ultimate_jobs.enqueue.rows import Row as EnqueueRow
 from ultimate_jobs.enqueue.rows import build_rows
 from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.exceptions import FanInTimeout, InvalidArgument, RunSuspended
@@ -69,9 +70,49 @@ def spawn(
     journal: Journal, name: str, handle: object, kwargs: dict[str, Any]
 ) -> Enqueued:
     """Enqueue ``handle(**kwargs)`` as the child step ``name``; answer its ids (S10)."""
-    stored = journal.enter(name, "spawn")
-    if stored is not None:
-        return _enqueued(stored.output)
+    [answer] = spawn_batch(journal, [name], handle, [kwargs])
+    return answer
+
+
+def spawn_many(
+    journal: Journal, name: str, handle: object, inputs: object
+) -> list[Enqueued]:
+    """Enqueue one child per input as the steps ``name[0]``, ``name[1]``...: every
+    child and checkpoint in ONE transaction and two statements (S10)."""
+    if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Iterable):
+        raise InvalidArgument(
+            "inputs",
+            inputs,
+            "a list of dicts of keyword arguments, one per child",
+            job=journal.definition.name,
+        )
+    given = list(inputs)
+    return spawn_batch(
+        journal, [f"{name}[{i}]" for i in range(len(given))], handle, given
+    )
+
+
+def spawn_batch(
+    journal: Journal, names: list[str], handle: object, inputs: list[Any]
+) -> list[Enqueued]:
+    """Spawn the children whose steps are not recorded yet, in one transaction, and
+    answer every child's ids, recorded or new, in order."""
+    stored = [journal.enter(name, "spawn") for name in names]
+    new = [i for i, found in enumerate(stored) if found is None]
+    answers = {i: _enqueued(found.output) for i, found in enumerate(stored) if found}
+    if new:
+        for index, written in zip(
+            new,
+            _spawn(journal, [names[i] for i in new], handle, [inputs[i] for i in new]),
+            strict=True,
+        ):
+            answers[index] = written
+    return [answers[i] for i in range(len(names))]
+
+
+def _spawn(
+    journal: Journal, names: list[str], handle: object, inputs: list[Any]
+) -> list[Enqueued]:
     if not isinstance(handle, JobHandle):
         raise InvalidArgument(
             "handle",
@@ -79,42 +120,60 @@ def spawn(
             "a job (a function decorated with @job, or its .using(...) copy)",
             job=journal.definition.name,
         )
-    journal.refuse_to_start(name)
+    journal.refuse_to_start(names[0])
     parent = journal.job
     child = handle
     if handle.options.actor is None:
         child = handle.using(
             actor=_Parent(pk=f"job:{parent['id']}", tenant_id=parent["tenant_id"])
         )
-    rows = build_rows(child, [kwargs])
-    target = get_settings().database_for(rows[0].queue)
+    rows = build_rows(child, inputs)
+    settings = get_settings()
+    targets = [settings.database_for(row.queue) for row in rows]
     with transaction.atomic(using=journal.alias):
-        if target == journal.alias:
-            [answer] = publish(journal.atomic_db, rows)
-        else:  # Q1: staged here, published there by the relay under the same id
-            [answer] = outbox.stage(
-                journal.atomic_db,
-                rows,
-                job=handle.name,
-                holders=DjangoDatabase(target),
-            )
-        output = {
-            "id": str(answer.id),
-            "run_id": str(answer.run_id),
-            "deduped": answer.deduped,
-        }
-        journal.refuse_to_record(name)
+        journal.atomic_db.run(QUERIES["spawn_commit_async"])
+        answers = _write_children(journal, handle.name, rows, targets)
+        outputs = [
+            json.dumps({"id": str(a.id), "run_id": str(a.run_id), "deduped": a.deduped})
+            for a in answers
+        ]
+        journal.refuse_to_record(names[0])
         written = journal.write(
             "spawn_record",
             db=journal.atomic_db,
-            name=name,
-            child_id=answer.id,
-            adopt=target == journal.alias and not answer.deduped,
-            output=json.dumps(output),
+            names=names,
+            child_ids=[a.id for a in answers],
+            adopt=[
+                target == journal.alias and not a.deduped
+                for target, a in zip(targets, answers, strict=True)
+            ],
+            outputs=outputs,
         )
-    recorded = json.loads(written[0]["output"])
-    journal.remember(name, "spawn", "done", recorded, None)
-    return _enqueued(recorded)
+    recorded = {row["name"]: json.loads(row["output"]) for row in written}
+    for name in names:
+        journal.remember(name, "spawn", "done", recorded[name], None)
+    return [_enqueued(recorded[name]) for name in names]
+
+
+def _write_children(
+    journal: Journal, job: str, rows: list[EnqueueRow], targets: list[str]
+) -> list[Enqueued]:
+    """Write the child rows in the caller's transaction: on the parent's alias with
+    job_enqueue, for another alias (Q1) staged in the outbox here, published there by
+    the relay under the same ids; answers one Enqueued per row, in order."""
+    answers: list[Enqueued | None] = [None] * len(rows)
+    for target in dict.fromkeys(targets):
+        indexes = [i for i, t in enumerate(targets) if t == target]
+        part = [rows[i] for i in indexes]
+        if target == journal.alias:
+            written = publish(journal.atomic_db, part)
+        else:
+            written = outbox.stage(
+                journal.atomic_db, part, job=job, holders=DjangoDatabase(target)
+            )
+        for index, answer in zip(indexes, written, strict=True):
+            answers[index] = answer
+    return [a for a in answers if a is not None]
 
 
 def wait_for_jobs(

@@ -9,12 +9,14 @@
 -- its last child never both miss each other.
 
 -- name: spawn_record :many
--- Record run.spawn's step (S10) with the child's ids as output, and make the parent
--- the child's parent (`adopt`: the child row was written by this spawn, not an
--- existing job answered by its idempotency key). Runs in the transaction that wrote
--- the child row, so the child and the checkpoint commit together or not at all: a
--- replay answers the same child and a crash never loses or doubles it. A step already
--- recorded under the name keeps its first output, which is answered.
+-- Record run.spawn's steps (S10), one per child (`names`, `child_ids`, `adopt`,
+-- `outputs`: one entry each), with the child's ids as output, and make the parent
+-- the parent of each child its spawn wrote (`adopt`: not an existing job answered by
+-- its idempotency key, nor a row staged for another alias). Runs in the transaction
+-- that wrote the child rows, so children and checkpoints commit together or not at
+-- all: a replay answers the same children and a crash never loses or doubles one. A
+-- step already recorded under a name keeps its first output, which is answered.
+-- Answers each name with its output (in no particular order).
 WITH owner AS (
     SELECT job.id
       FROM ultimate_jobs_job AS job
@@ -23,12 +25,21 @@ WITH owner AS (
        AND job.lease_owner = %(lease_owner)s::uuid
        FOR KEY SHARE
 ),
+spawned AS (
+    SELECT spawned.name, spawned.child_id, spawned.adopt, spawned.output, spawned.ord
+      FROM unnest(
+               %(names)s::text[],
+               %(child_ids)s::uuid[],
+               %(adopt)s::boolean[],
+               %(outputs)s::text[]
+           ) WITH ORDINALITY AS spawned(name, child_id, adopt, output, ord)
+),
 adopted AS (
     UPDATE ultimate_jobs_job AS child
        SET parent_id = owner.id
-      FROM owner
-     WHERE child.id = %(child_id)s::uuid
-       AND %(adopt)s::boolean
+      FROM owner, spawned
+     WHERE child.id = spawned.child_id
+       AND spawned.adopt
        AND child.parent_id IS NULL
     RETURNING child.id
 )
@@ -36,17 +47,29 @@ INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, output, attempt, started_at, finished_at
 )
 SELECT owner.id,
-       %(name)s::text,
+       spawned.name,
        'spawn',
        'done',
-       %(output)s::jsonb,
+       spawned.output::jsonb,
        %(attempt)s::integer,
        coalesce(%(now)s::timestamptz, statement_timestamp()),
        coalesce(%(now)s::timestamptz, statement_timestamp())
-  FROM owner
+  FROM owner, spawned
+ ORDER BY spawned.ord
     ON CONFLICT (job_id, name) WHERE NOT archived
     DO UPDATE SET output = ultimate_jobs_step.output
-RETURNING ultimate_jobs_step.output::text AS output;
+RETURNING ultimate_jobs_step.name, ultimate_jobs_step.output::text AS output;
+
+-- name: spawn_commit_async :one
+-- Let the transaction of one run.spawn commit without waiting for its WAL flush
+-- (synchronous_commit = off, for this transaction only): a spawn in a loop is then not
+-- one disk flush per child. Safe for what S10 promises: the child row and its
+-- checkpoint are in the same commit record, so a server crash keeps both or loses both
+-- (the parent, still 'running' after the restart, replays and spawns again), and the
+-- WAL is flushed in order, so any later synchronous commit (the child's claim, the
+-- parent's next step, its suspension or settle) makes the spawn durable first: nothing
+-- can act on a child whose spawn could still be lost.
+SELECT set_config('synchronous_commit', 'off', true) AS setting;
 
 -- name: fanin_wait :many
 -- Start a run.wait_for_jobs (S11): the children's ids (a JSON array, in `match`) and
