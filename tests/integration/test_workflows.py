@@ -170,3 +170,57 @@ def test_spawn_refuses_what_is_not_a_job(jobs, clean_registry):
     assert isinstance(attempt.error, InvalidArgument)
     assert attempt.error.field == "handle"
     assert JobStep.objects.count() == 0
+
+
+def admin_page(client, path):
+    from django.contrib.auth.models import Permission, User
+
+    user, _ = User.objects.get_or_create(username="op", defaults={"is_staff": True})
+    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
+    client.force_login(user)
+    response = client.get(path)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_job_page_links_a_parent_and_its_children_both_ways(
+    client, jobs, prompt_wake
+):
+    from django.urls import reverse
+
+    from ultimate_jobs.admin import job_family
+
+    parent = fan_in.enqueue(key="a", count=job_family.CHILDREN_SHOWN + 5, fail=[1])
+    jobs.run(until_idle=False)
+    jobs.run(max_jobs=3)  # three children done, one of them failed once (retrying)
+    children = list(Job.objects.filter(parent_id=parent.id).order_by("id"))
+    html = admin_page(
+        client, reverse("admin:ultimate_jobs_job_change", args=[parent.id])
+    )
+    total = job_family.CHILDREN_SHOWN + 5
+    assert f"{total} children:" in html
+    assert (
+        f'parent={parent.id}&amp;state=done" class="uj-children-state">2 done</a>'
+        in html
+    )
+    assert f'class="uj-children-state">{total - 3} ready</a>' in html
+    assert f'class="uj-children-state">1 delayed</a>' in html
+    shown = children[: job_family.CHILDREN_SHOWN]
+    for child in shown:
+        assert reverse("admin:ultimate_jobs_job_change", args=[child.id]) in html
+    # past the first few: the filtered list has it
+    last = reverse("admin:ultimate_jobs_job_change", args=[children[-1].id])
+    assert last not in html
+    assert (
+        f'?parent={parent.id}" class="uj-all-children">all {total} children</a>' in html
+    )
+    child_html = admin_page(
+        client, reverse("admin:ultimate_jobs_job_change", args=[children[0].id])
+    )
+    assert reverse("admin:ultimate_jobs_job_change", args=[parent.id]) in child_html
+    assert "testapp.fan_in (suspended)" in child_html
+    listing = admin_page(
+        client, reverse("admin:ultimate_jobs_job_changelist") + f"?parent={parent.id}"
+    )
+    assert last in listing
+    assert reverse("admin:ultimate_jobs_job_change", args=[parent.id]) not in listing
