@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
@@ -29,8 +30,9 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Max, Min  # noqa: E402
 
-from tests.testapp.workflow_jobs import fan_in  # noqa: E402
+from tests.testapp.workflow_jobs import fan_in, square  # noqa: E402
 from ultimate_jobs.models import Job, JobStep  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,17 +49,45 @@ def main() -> None:
         default=0,
         help="spawn with run.spawn_many, this many children a transaction (0: run.spawn)",
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the baseline: the same children enqueued with no parent (enqueue_many), "
+        "timed from the first child's start to the last one's finish",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE ultimate_jobs_job CASCADE")
+    if args.plain:
+        plain(args)
+        return
     parent = fan_in.enqueue(
-        key=f"bench-{time.time_ns()}", count=args.children, brief=True
+        key=f"bench-{time.time_ns()}",
+        count=args.children,
+        brief=True,
+        batch=args.batch,
     )
+    workers = start_workers(args)
+    try:
+        stop = time.monotonic() + args.timeout
+        while time.monotonic() < stop:
+            row = Job.objects.filter(pk=parent.id).values("state").first()
+            if row and row["state"] in ("done", "failed", "dead", "cancelled"):
+                break
+            time.sleep(0.5)
+        else:
+            sys.exit(f"the parent did not finish within {args.timeout}s")
+    finally:
+        stop_workers(workers)
+    report(args, parent.id)
+
+
+def start_workers(args: argparse.Namespace) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    workers = [
+    return [
         subprocess.Popen(
             [
                 sys.executable,
@@ -73,31 +103,48 @@ def main() -> None:
         )
         for _ in range(args.workers)
     ]
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.wait(30)
+
+
+def plain(args: argparse.Namespace) -> None:
+    key = f"plain-{time.time_ns()}"
+    square.enqueue_many([{"key": key, "n": n} for n in range(args.children)])
+    workers = start_workers(args)
     try:
         stop = time.monotonic() + args.timeout
-        while time.monotonic() < stop:
-            row = (
-                Job.objects.filter(pk=parent.id)
-                .values("state", "started_at", "finished_at")
-                .first()
-            )
-            if row and row["state"] in ("done", "failed", "dead", "cancelled"):
-                break
+        while (
+            Job.objects.filter(name=square.name, state="done").count() < args.children
+        ):
+            if time.monotonic() > stop:
+                sys.exit(f"the children did not finish within {args.timeout}s")
             time.sleep(0.5)
-        else:
-            sys.exit(f"the parent did not finish within {args.timeout}s")
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(30)
-    job = Job.objects.get(pk=parent.id)
+        stop_workers(workers)
+    times = Job.objects.filter(name=square.name).aggregate(
+        first=Min("started_at"), last=Max("finished_at")
+    )
+    seconds = (times["last"] - times["first"]).total_seconds()
+    print(
+        f"baseline: {args.children} jobs with no parent, {args.workers} workers x "
+        f"{args.concurrency}: first start to last finish {seconds:.2f} s "
+        f"({args.children / seconds:.0f} jobs/s)"
+    )
+
+
+def report(args: argparse.Namespace, parent_id: Any) -> None:
+    job = Job.objects.get(pk=parent_id)
     # The row's started_at is its last replay's; the first spawn's step marks the start.
-    first = JobStep.objects.filter(job_id=parent.id).order_by("id").first()
+    first = JobStep.objects.filter(job_id=parent_id).order_by("id").first()
     assert first is not None and first.started_at is not None
     assert job.finished_at is not None
     seconds = (job.finished_at - first.started_at).total_seconds()
-    children = Job.objects.filter(parent_id=parent.id).count()
+    children = Job.objects.filter(parent_id=parent_id).count()
     assert job.result is not None, job.last_error
     assert job.result["sum"] == sum(n * n for n in range(args.children)), job.result
     print(

@@ -204,7 +204,7 @@ def test_the_job_page_links_a_parent_and_its_children_both_ways(
         in html
     )
     assert f'class="uj-children-state">{total - 3} ready</a>' in html
-    assert f'class="uj-children-state">1 delayed</a>' in html
+    assert 'class="uj-children-state">1 delayed</a>' in html
     shown = children[: job_family.CHILDREN_SHOWN]
     for child in shown:
         assert reverse("admin:ultimate_jobs_job_change", args=[child.id]) in html
