@@ -198,7 +198,7 @@ def wait_for_jobs(
     )
     deadline, expired = rows[0]["wake_at"], rows[0]["expired"]
     with transaction.atomic(using=journal.alias):
-        journal.atomic_db.run(QUERIES["fanin_lock"])
+        journal.atomic_db.run(QUERIES["fanin_lock"], id=journal.job["id"])
         outcomes = read_outcomes(journal.atomic_db, journal.alias, ids)
         status = (
             "done"

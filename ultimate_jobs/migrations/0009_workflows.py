@@ -9,11 +9,18 @@ The wake is a deferred constraint trigger: when a child's settle commits (done, 
 dead, cancelled, whichever statement wrote it), it checks whether its parent still has
 a live child and, if none, flags the parent's waiting ``wait_for_jobs`` step ``woken``
 and makes a suspended parent due now with a ``pg_notify`` to its queue's workers (the
-event bus's wake, S4). The check runs under ONE transaction-level advisory lock taken at
-commit, after every other lock of the transaction (so it cannot deadlock with them), and
-reads with a fresh snapshot (a VOLATILE function): of two last children settling at once
-the second sees the first committed, and a parent checking its children under the same
-lock (sql/workflows.sql ``fanin_lock``) either sees the child settled or is flagged by it.
+event bus's wake, S4). A child that can share-lock a waiting sibling (ready, delayed,
+suspended) is not the last (that sibling settles after it commits) and stops there,
+without the parent's lock. Otherwise the check
+runs under the parent's transaction-level advisory lock, taken at commit (after the
+transaction's row locks), and reads with a fresh snapshot (a VOLATILE function): of two
+last children settling at once the second sees the first committed, and a parent
+checking its children under the same lock (sql/workflows.sql ``fanin_lock``) either
+sees the child settled or is flagged by it.
+Settles of children of one parent serialize only their commits' last step; one
+statement that settles children of two parents while another settles children of the
+same two in the other order can deadlock: PostgreSQL aborts one, and the settle paths
+retry it (runtime/acks.py, runtime/settle.py).
 """
 
 from django.db import migrations, models
@@ -35,7 +42,39 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     due_queue text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('ultimate_jobs.fan_in')::bigint);
+    -- A waiting sibling (ready, delayed, suspended) this transaction can share-lock
+    -- cannot settle before it commits: a claim skips the locked row, anything else
+    -- that would settle it waits for the lock. So this child is not the last, and that
+    -- sibling's own check, later, sees this settle committed: the usual case, without
+    -- the parent's lock. A running sibling is never locked (its settle would queue
+    -- behind this commit, and the next behind that one). The next waiting sibling by
+    -- id first: concurrent children lock different rows.
+    PERFORM 1
+       FROM ultimate_jobs_job AS sibling
+      WHERE sibling.parent_id = NEW.parent_id
+        AND sibling.state IN ('ready', 'delayed', 'suspended')
+        AND sibling.id > NEW.id
+      ORDER BY sibling.id
+      LIMIT 1
+        FOR SHARE SKIP LOCKED;
+    IF NOT FOUND THEN
+        PERFORM 1
+           FROM ultimate_jobs_job AS sibling
+          WHERE sibling.parent_id = NEW.parent_id
+            AND sibling.state IN ('ready', 'delayed', 'suspended')
+            AND sibling.id < NEW.id
+          ORDER BY sibling.id DESC
+          LIMIT 1
+            FOR SHARE SKIP LOCKED;
+    END IF;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- Every live sibling is being written by another transaction right now (or there
+    -- is none): decide under the parent's lock, with a fresh snapshot.
+    PERFORM pg_advisory_xact_lock(
+        hashtext('ultimate_jobs.fan_in'), hashtext(NEW.parent_id::text)
+    );
     IF EXISTS (
         SELECT 1
           FROM ultimate_jobs_job AS sibling
@@ -131,7 +170,7 @@ class Migration(migrations.Migration):
                     ("parent_id__isnull", False),
                     ("state__in", ("ready", "delayed", "running", "suspended")),
                 ),
-                fields=["parent_id"],
+                fields=["parent_id", "id"],
                 name="ultimate_jobs_job_live_kids",
             ),
         ),

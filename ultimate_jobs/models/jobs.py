@@ -138,7 +138,7 @@ class Job(JobColumns):
                 condition=Q(parent_id__isnull=False),
             ),
             models.Index(
-                fields=("parent_id",),
+                fields=("parent_id", "id"),
                 name="ultimate_jobs_job_live_kids",
                 condition=Q(parent_id__isnull=False, state__in=LIVE_STATES),
             ),

@@ -103,11 +103,16 @@ RETURNING ultimate_jobs_step.wake_at,
               AS expired;
 
 -- name: fanin_lock :one
--- Take the fan-in lock for the rest of the caller's transaction (the one the trigger
--- ultimate_jobs_child_settled takes at a child's commit); the caller's next statement
--- then reads the children with a snapshot that sees every settle committed before it.
+-- Take the fan-in lock of parent `id` for the rest of the caller's transaction (the
+-- one the trigger ultimate_jobs_child_settled takes at the commit of the parent's
+-- child); the caller's next statement then reads the children with a snapshot that
+-- sees every settle committed before it.
 SELECT true AS locked
-  FROM (SELECT pg_advisory_xact_lock(hashtext('ultimate_jobs.fan_in')::bigint)) AS held;
+  FROM (
+        SELECT pg_advisory_xact_lock(
+                   hashtext('ultimate_jobs.fan_in'), hashtext(%(id)s::uuid::text)
+               )
+       ) AS held;
 
 -- name: fanin_outcomes :many
 -- Where each of `ids` is (S11), in the hot table or else the finished jobs table (Q2):
