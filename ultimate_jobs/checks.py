@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from ultimate_jobs.conf import load_settings, unknown_variables
-from ultimate_jobs.exceptions import ConfigurationError
+from ultimate_jobs.ground.exceptions import ConfigurationError
 
 
 @register("ultimate_jobs")

@@ -16,13 +16,13 @@ from django.utils.safestring import SafeString
 
 from ultimate_jobs.admin.job_list import ParentFilter, StateFilter
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.models import Job, JobHistory
+from ultimate_jobs.models import Job, JobArchive
 
 CHILDREN_SHOWN = 20
 
 
 def _tables(alias: str) -> list[QuerySet[Any]]:
-    return [Job.objects.using(alias), JobHistory.objects.using(alias)]
+    return [Job.objects.using(alias), JobArchive.objects.using(alias)]
 
 
 def family(job: Job) -> SafeString:

@@ -23,24 +23,44 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NoReturn, Protocol
 
 from django.db import transaction
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase, Row
-from ultimate_jobs.declaration.durations import Duration, optional_duration
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import Row as EnqueueRow
 from ultimate_jobs.enqueue.rows import build_rows
 from ultimate_jobs.enqueue.write import publish
-from ultimate_jobs.exceptions import FanInTimeout, InvalidArgument, RunSuspended
+from ultimate_jobs.ground.durations import Duration, optional_duration
+from ultimate_jobs.ground.exceptions import FanInTimeout, InvalidArgument, RunSuspended
 from ultimate_jobs.sql import QUERIES
 
-if TYPE_CHECKING:
-    from ultimate_jobs.durable.steps import Journal
+
+class Journal(Protocol):
+    """What fan-out and fan-in use of the run's journal (steps.Journal, which calls
+    this module: a protocol, so the two modules do not import each other)."""
+
+    alias: str
+    atomic_db: Database
+    job: Any
+    definition: Any
+
+    def enter(self, name: str, kind: str) -> Any: ...
+    def refuse_to_start(self, name: str) -> None: ...
+    def refuse_to_record(self, name: str) -> None: ...
+    def refuse_to_park(self, name: str) -> None: ...
+    def suspend(self, suspension: RunSuspended) -> NoReturn: ...
+    def write(
+        self, query: str, *, db: Database | None = None, **params: Any
+    ) -> list[Row]: ...
+    def remember(
+        self, name: str, kind: str, status: str, output: Any, wake_at: Any
+    ) -> None: ...
+
 
 SETTLED = frozenset({"done", "failed", "dead", "cancelled"})
 MISSING = "missing"  # in no table of any alias and not staged: removed or purged

@@ -26,16 +26,7 @@ retry it (runtime/acks.py, runtime/settle.py).
 from django.db import migrations, models
 
 WORKFLOWS_SQL = """
-DO $$
-BEGIN
-    -- The finished jobs table (named ..._history, or ..._archive once renamed).
-    IF to_regclass('ultimate_jobs_job_archive') IS NOT NULL THEN
-        ALTER TABLE ultimate_jobs_job_archive ADD COLUMN parent_id uuid;
-    ELSIF to_regclass('ultimate_jobs_job_history') IS NOT NULL THEN
-        ALTER TABLE ultimate_jobs_job_history ADD COLUMN parent_id uuid;
-    END IF;
-END
-$$;
+ALTER TABLE ultimate_jobs_job_archive ADD COLUMN parent_id uuid;
 
 CREATE FUNCTION ultimate_jobs_child_settled() RETURNS trigger
 LANGUAGE plpgsql VOLATILE AS $$
@@ -117,21 +108,13 @@ CREATE CONSTRAINT TRIGGER ultimate_jobs_child_settled
 WORKFLOWS_REVERSE = """
 DROP TRIGGER IF EXISTS ultimate_jobs_child_settled ON ultimate_jobs_job;
 DROP FUNCTION IF EXISTS ultimate_jobs_child_settled();
-DO $$
-BEGIN
-    IF to_regclass('ultimate_jobs_job_archive') IS NOT NULL THEN
-        ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS parent_id;
-    ELSIF to_regclass('ultimate_jobs_job_history') IS NOT NULL THEN
-        ALTER TABLE ultimate_jobs_job_history DROP COLUMN IF EXISTS parent_id;
-    END IF;
-END
-$$;
+ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS parent_id;
 """
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0006_history"),
+        ("ultimate_jobs", "0007_archive"),
     ]
 
     operations = [

@@ -141,7 +141,7 @@ SELECT wanted.ord,
   LEFT JOIN ultimate_jobs_job AS hot ON hot.id = wanted.id
   LEFT JOIN LATERAL (
        SELECT finished.id, finished.state, finished.result, finished.last_error
-         FROM ultimate_jobs_job_history AS finished
+         FROM ultimate_jobs_job_archive AS finished
         WHERE finished.id = wanted.id
           AND hot.id IS NULL
         LIMIT 1
