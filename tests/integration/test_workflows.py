@@ -70,6 +70,12 @@ def test_a_replay_answers_the_same_children(jobs, prompt_wake):
 def test_a_dead_child_is_answered_with_its_error(jobs, prompt_wake):
     parent = fan_in.enqueue(key="d", count=2, fail=[1])
     jobs.run()
+    # the failing child's first failure is retried; the parent waits on
+    failing = Job.objects.get(parent_id=parent.id, input__n=1)
+    assert (failing.state, Job.objects.get(pk=parent.id).state) == (
+        "delayed",
+        "suspended",
+    )
     jobs.travel(seconds=2)  # the failing child's retry
     jobs.run()
     assert result_of(parent.id) == {
@@ -224,3 +230,64 @@ def test_the_job_page_links_a_parent_and_its_children_both_ways(
     )
     assert last in listing
     assert reverse("admin:ultimate_jobs_job_change", args=[parent.id]) not in listing
+
+
+def test_outcomes_are_read_from_the_archive_too(jobs, django_db_blocker):
+    """Q2: children moved to the archive while their parent waited are answered from
+    there, and keep their parent_id."""
+    from datetime import timedelta
+
+    from ultimate_jobs.db import DjangoDatabase
+    from ultimate_jobs.maintenance import archive
+    from ultimate_jobs.models import JobArchive
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
+    parent = fan_in.enqueue(key="arch", count=3, fail=[2])
+    jobs.run()  # no prompt wake here: the parent sleeps until its poll
+    jobs.travel(seconds=2)
+    jobs.run()
+    assert Job.objects.get(pk=parent.id).state == "suspended"
+    finished = Job.objects.filter(parent_id=parent.id).order_by("id")
+    ids = [str(i) for i in finished.values_list("id", flat=True)]
+    latest = max(t for t in finished.values_list("finished_at", flat=True) if t)
+    moved = archive.move(
+        DjangoDatabase("default"),
+        after=60.0,
+        batch=1000,
+        max_batches=10,
+        now=latest + timedelta(minutes=2),
+    )
+    assert moved.moved == 3
+    assert Job.objects.filter(parent_id=parent.id).count() == 0
+    assert JobArchive.objects.filter(parent_id=parent.id).count() == 3
+    assert api.get(parent.id)["children"] == ids
+    jobs.travel(seconds=61)  # the parent's event_poll
+    [attempt] = jobs.run()
+    assert str(attempt.outcome) == "completed"
+    assert result_of(parent.id) == {
+        "ids": ids,
+        "states": ["done", "done", "dead"],
+        "sum": 0 + 1,
+        "errors": ["builtins.ValueError: child 2 fails"],
+    }
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
+
+
+def test_a_spawned_child_is_announced_like_any_enqueue(jobs, prompt_wake):
+    from ultimate_jobs.ground.signals import job_enqueued
+
+    heard = []
+
+    def receiver(sender, enqueued, **kwargs):
+        heard.append((sender, enqueued.id))
+
+    parent = fan_in.enqueue(key="sig", count=2)
+    job_enqueued.connect(receiver)
+    try:
+        jobs.run(until_idle=False)
+    finally:
+        job_enqueued.disconnect(receiver)
+    children = Job.objects.filter(parent_id=parent.id).order_by("id")
+    assert heard == [(square, c.id) for c in children]

@@ -34,7 +34,7 @@ from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import Row as EnqueueRow
 from ultimate_jobs.enqueue.rows import build_rows
-from ultimate_jobs.enqueue.write import publish
+from ultimate_jobs.enqueue.write import announce, publish
 from ultimate_jobs.ground.durations import Duration, optional_duration
 from ultimate_jobs.ground.exceptions import FanInTimeout, InvalidArgument, RunSuspended
 from ultimate_jobs.sql import QUERIES
@@ -172,7 +172,10 @@ def _spawn(
     recorded = {row["name"]: json.loads(row["output"]) for row in written}
     for name in names:
         journal.remember(name, "spawn", "done", recorded[name], None)
-    return [_enqueued(recorded[name]) for name in names]
+    spawned = [_enqueued(recorded[name]) for name in names]
+    # jobs.enqueued and job_enqueued (P4), once the children exist, as for any enqueue
+    announce(handle, rows, spawned, staged=any(t != journal.alias for t in targets))
+    return spawned
 
 
 def _write_children(
