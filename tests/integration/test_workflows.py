@@ -291,3 +291,24 @@ def test_a_spawned_child_is_announced_like_any_enqueue(jobs, prompt_wake):
         job_enqueued.disconnect(receiver)
     children = Job.objects.filter(parent_id=parent.id).order_by("id")
     assert heard == [(square, c.id) for c in children]
+
+
+def test_a_child_keeps_its_own_tenant_rule_and_limits(jobs):
+    """S10: a tenant rule answering None takes the parent's tenant, one answering a
+    tenant keeps it; a keyed concurrency limit is computed as for any enqueue (L2)."""
+    from tests.testapp.jobs import per_account
+    from tests.testapp.workflow_jobs import shop_child, shop_parent
+
+    parent = shop_parent.enqueue(shop="acme", accounts=["a1", "a1"])
+    jobs.run(until_idle=False)
+    by_n = {c.input["n"]: c.tenant_id for c in Job.objects.filter(name=shop_child.name)}
+    assert by_n == {0: "acme", 1: "elsewhere"}
+    direct = per_account.enqueue(key="direct", account="a1")
+    keys = set(
+        Job.objects.filter(name=per_account.name).values_list(
+            "concurrency_key", flat=True
+        )
+    )
+    assert len(keys) == 1 and None not in keys  # the same key as a direct enqueue
+    assert Job.objects.filter(parent_id=parent.id).count() == 4
+    assert Job.objects.get(pk=direct.id).parent_id is None

@@ -97,3 +97,29 @@ fan_in_polling = job(
     store_result=True,
     event_poll=1.0,
 )(fan)
+
+
+# -- tenants and limits: a child is an ordinary job -----------------------------------
+
+
+@job(
+    idempotency_key=lambda p: f"shop-child:{p['n']}",
+    tenant=lambda p: p.get("shop"),  # None: the parent's tenant (S10)
+    store_result=True,
+)
+def shop_child(run: Run, n: int, shop: str | None = None) -> str | None:
+    from ultimate_jobs.ground.context import current_tenant
+
+    return current_tenant()
+
+
+@job(idempotency_key=lambda p: f"shop-parent:{p['shop']}", tenant=lambda p: p["shop"])
+def shop_parent(run: Run, shop: str, accounts: list[str]) -> None:
+    from .jobs import per_account
+
+    run.spawn("own", shop_child, n=0)
+    run.spawn("other", shop_child, n=1, shop="elsewhere")
+    for index, account in enumerate(accounts):
+        run.spawn(
+            f"account:{index}", per_account, key=f"{shop}:{index}", account=account
+        )
