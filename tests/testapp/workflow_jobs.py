@@ -78,25 +78,21 @@ def fan(
     }
 
 
-# A wait re-checks at its event_poll: 60 s here, so what comes sooner is the wake.
-fan_in = job(
-    name="testapp.fan_in",
-    idempotency_key=lambda p: f"fan:{p['key']}",
-    tenant=NO_TENANT,
-    retry=Retry(attempts=3, delay="1s", jitter=False),
-    store_result=True,
-    event_poll=60.0,
-)(fan)
+def declare_fan(name: str, event_poll: float) -> Any:
+    return job(
+        name=f"testapp.{name}",
+        idempotency_key=lambda p: f"{name}:{p['key']}",
+        tenant=NO_TENANT,
+        retry=Retry(attempts=3, delay="1s", jitter=False),
+        store_result=True,
+        event_poll=event_poll,
+    )(fan)
 
+
+# A wait re-checks at its event_poll: 60 s here, so what comes sooner is the wake.
+fan_in = declare_fan("fan_in", event_poll=60.0)
 # Children on another alias are seen at the poll (the wake trigger is per database).
-fan_in_polling = job(
-    name="testapp.fan_in_polling",
-    idempotency_key=lambda p: f"fan-polling:{p['key']}",
-    tenant=NO_TENANT,
-    retry=Retry(attempts=3, delay="1s", jitter=False),
-    store_result=True,
-    event_poll=1.0,
-)(fan)
+fan_in_polling = declare_fan("fan_in_polling", event_poll=1.0)
 
 
 # -- tenants and limits: a child is an ordinary job -----------------------------------

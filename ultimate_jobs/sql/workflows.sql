@@ -8,6 +8,16 @@
 -- transaction-level advisory lock, so a parent checking its children and the settle of
 -- its last child never both miss each other.
 
+-- fragment: parent_claim
+-- The parent's row while the caller's claim holds it (W3), locked FOR KEY SHARE until
+-- the write commits; no row: the claim is lost.
+SELECT job.id
+  FROM ultimate_jobs_job AS job
+ WHERE job.id = %(job_id)s::uuid
+   AND job.state = 'running'
+   AND job.lease_owner = %(lease_owner)s::uuid
+   FOR KEY SHARE
+
 -- name: spawn_record :many
 -- Record run.spawn's steps (S10), one per child (`names`, `child_ids`, `adopt`,
 -- `outputs`: one entry each), with the child's ids as output, and make the parent
@@ -18,12 +28,7 @@
 -- step already recorded under a name keeps its first output, which is answered.
 -- Answers each name with its output (in no particular order).
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{parent_claim}}
 ),
 spawned AS (
     SELECT spawned.name, spawned.child_id, spawned.adopt, spawned.output, spawned.ord
@@ -76,12 +81,7 @@ SELECT set_config('synchronous_commit', 'off', true) AS setting;
 -- the deadline (the clock plus `timeout`; NULL for none) are recorded once, so a replay
 -- keeps both. Answers the step as stored.
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{parent_claim}}
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at, match
@@ -152,12 +152,7 @@ SELECT wanted.ord,
 -- End a waiting run.wait_for_jobs (S11): 'done' with the children's outcomes as
 -- output, or 'timed_out' past its deadline. Recorded once: a replay answers it.
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{parent_claim}}
 )
 UPDATE ultimate_jobs_step AS step
    SET status = %(status)s::text,
