@@ -44,7 +44,9 @@ from ultimate_jobs.models import (
     Job,
     JobAction,
     JobArchive,
+    JobStep,
     QueuePause,
+    StepKind,
 )
 from ultimate_jobs.sql import QUERIES
 
@@ -243,7 +245,28 @@ def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
     ):
         cancelled = [_cancel(child["id"], reason, who) for child in children]
         if all(was is None for was in cancelled):
-            return  # none of them could be cancelled any more: nothing changes
+            break  # none of them could be cancelled any more: nothing changes
+    if len(reading_aliases()) > 1:
+        for child in _spawned_elsewhere(pk, alias):
+            _cancel(child, reason, who)
+
+
+def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
+    """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
+    there, so they are found by the parent's spawn steps (not those that answered an
+    existing job's key: that job is not the parent's to cancel)."""
+    outputs = JobStep.objects.using(alias).filter(
+        job_id=pk, kind=StepKind.SPAWN, archived=False
+    )
+    found = [
+        uuid.UUID(o["id"])
+        for o in outputs.values_list("output", flat=True)
+        if isinstance(o, dict) and not o.get("deduped")
+    ]
+    here = set(
+        Job.objects.using(alias).filter(pk__in=found).values_list("pk", flat=True)
+    )
+    return [child for child in found if child not in here]
 
 
 def cancel_by_key(
