@@ -18,19 +18,11 @@ from ultimate_jobs.models import Job, JobStep
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def prompt_wake():
-    """The wake trigger is deferred to the commit, which a test's transaction never
-    reaches: fire it at each statement instead."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ultimate_jobs_child_settled IMMEDIATE")
-
-
 def result_of(job_id):
     return Job.objects.get(pk=job_id).result
 
 
-def test_children_are_spawned_waited_for_and_answered_in_order(jobs, prompt_wake):
+def test_children_are_spawned_waited_for_and_answered_in_order(jobs):
     parent = fan_in.enqueue(key="k", count=3)
     outcomes = [str(a.outcome) for a in jobs.run()]
     # the parent suspends, its three children complete, the last one wakes it
@@ -53,7 +45,7 @@ def test_children_are_spawned_waited_for_and_answered_in_order(jobs, prompt_wake
     ]
 
 
-def test_a_replay_answers_the_same_children(jobs, prompt_wake):
+def test_a_replay_answers_the_same_children(jobs):
     parent = fan_in.enqueue(key="r", count=2)
     [attempt] = jobs.run(until_idle=False)
     assert str(attempt.outcome) == "suspended"
@@ -67,7 +59,7 @@ def test_a_replay_answers_the_same_children(jobs, prompt_wake):
     )
 
 
-def test_a_dead_child_is_answered_with_its_error(jobs, prompt_wake):
+def test_a_dead_child_is_answered_with_its_error(jobs):
     parent = fan_in.enqueue(key="d", count=2, fail=[1])
     jobs.run()
     # the failing child's first failure is retried; the parent waits on
@@ -91,7 +83,7 @@ def test_a_dead_child_is_answered_with_its_error(jobs, prompt_wake):
     }
 
 
-def test_the_wait_times_out(jobs, prompt_wake):
+def test_the_wait_times_out(jobs):
     parent = fan_in.enqueue(key="t", count=1, timeout=30.0, child_gate="")
     [first] = jobs.run(until_idle=False)
     assert str(first.outcome) == "suspended"
@@ -106,7 +98,7 @@ def test_the_wait_times_out(jobs, prompt_wake):
     assert step.status == "timed_out"
 
 
-def test_cancelling_a_parent_cancels_its_live_children(jobs, prompt_wake):
+def test_cancelling_a_parent_cancels_its_live_children(jobs):
     parent = fan_in.enqueue(key="c", count=3)
     jobs.run(until_idle=False)
     api.cancel(parent.id)
@@ -117,7 +109,7 @@ def test_cancelling_a_parent_cancels_its_live_children(jobs, prompt_wake):
     assert Job.objects.get(pk=parent.id).state == "cancelled"
 
 
-def test_jobs_show_and_list_name_the_parent_and_the_children(jobs, prompt_wake):
+def test_jobs_show_and_list_name_the_parent_and_the_children(jobs):
     parent = fan_in.enqueue(key="s", count=2)
     jobs.run(until_idle=False)
     children = [
@@ -138,7 +130,7 @@ def test_jobs_show_and_list_name_the_parent_and_the_children(jobs, prompt_wake):
     assert refused.value.field == "parent"
 
 
-def test_spawn_many_writes_a_batch_and_a_replay_answers_it(jobs, prompt_wake):
+def test_spawn_many_writes_a_batch_and_a_replay_answers_it(jobs):
     parent = fan_in.enqueue(key="m", count=5, batch=2)
     [attempt] = jobs.run(until_idle=False)
     assert str(attempt.outcome) == "suspended"
@@ -189,9 +181,7 @@ def admin_page(client, path):
     return response.content.decode()
 
 
-def test_the_job_page_links_a_parent_and_its_children_both_ways(
-    client, jobs, prompt_wake
-):
+def test_the_job_page_links_a_parent_and_its_children_both_ways(client, jobs):
     from django.urls import reverse
 
     from ultimate_jobs.admin import job_family
@@ -244,9 +234,9 @@ def test_outcomes_are_read_from_the_archive_too(jobs, django_db_blocker):
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("TRUNCATE ultimate_jobs_job_archive")
     parent = fan_in.enqueue(key="arch", count=3, fail=[2])
-    jobs.run()  # no prompt wake here: the parent sleeps until its poll
+    jobs.run(max_jobs=4)  # the parent, its children: two done, one to retry
     jobs.travel(seconds=2)
-    jobs.run()
+    jobs.run(max_jobs=1)  # the last child: dead, and the parent is due
     assert Job.objects.get(pk=parent.id).state == "suspended"
     finished = Job.objects.filter(parent_id=parent.id).order_by("id")
     ids = [str(i) for i in finished.values_list("id", flat=True)]
@@ -262,7 +252,6 @@ def test_outcomes_are_read_from_the_archive_too(jobs, django_db_blocker):
     assert Job.objects.filter(parent_id=parent.id).count() == 0
     assert JobArchive.objects.filter(parent_id=parent.id).count() == 3
     assert api.get(parent.id)["children"] == ids
-    jobs.travel(seconds=61)  # the parent's event_poll
     [attempt] = jobs.run()
     assert str(attempt.outcome) == "completed"
     assert result_of(parent.id) == {
@@ -275,7 +264,7 @@ def test_outcomes_are_read_from_the_archive_too(jobs, django_db_blocker):
         cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
 
-def test_a_spawned_child_is_announced_like_any_enqueue(jobs, prompt_wake):
+def test_a_spawned_child_is_announced_like_any_enqueue(jobs):
     from ultimate_jobs.ground.signals import job_enqueued
 
     heard = []

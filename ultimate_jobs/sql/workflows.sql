@@ -175,3 +175,28 @@ SELECT child.id
    AND child.state IN ('ready', 'delayed', 'running', 'suspended')
  ORDER BY child.id
  LIMIT %(limit)s::integer;
+
+-- name: fanin_wake_settled :many
+-- The testing seam (the testing runner, before each claim inside a test's transaction,
+-- which never commits, so the deferred wake trigger never fires): make due now every
+-- suspended parent whose wait_for_jobs is waiting and which has no live child left, as
+-- the trigger would have at the last child's commit. Not for production.
+UPDATE ultimate_jobs_job AS parent
+   SET run_at = coalesce(%(now)s::timestamptz, now())
+ WHERE parent.state = 'suspended'
+   AND parent.run_at > coalesce(%(now)s::timestamptz, now())
+   AND EXISTS (
+           SELECT 1
+             FROM ultimate_jobs_step AS step
+            WHERE step.job_id = parent.id
+              AND step.kind = 'jobs'
+              AND step.status = 'waiting'
+              AND NOT step.archived
+       )
+   AND NOT EXISTS (
+           SELECT 1
+             FROM ultimate_jobs_job AS child
+            WHERE child.parent_id = parent.id
+              AND child.state IN ('ready', 'delayed', 'running', 'suspended')
+       )
+RETURNING parent.id;
