@@ -61,6 +61,15 @@ class JobColumns(models.Model):
     # S10: the job whose run.spawn enqueued this one (NULL: none). Not a foreign key:
     # the parent may have moved to the finished jobs table, or live on another alias.
     parent_id = models.UUIDField(null=True, blank=True)
+    # B5: what operators may not see, decided at enqueue and kept with the row, so a
+    # process that does not declare the job still hides it. ``redact``: the input paths
+    # the job declared (NULL: none); ``shown_key``: the idempotency key with its hidden
+    # values replaced (NULL: the key holds none, it is shown as it is).
+    redact = models.JSONField(null=True, blank=True)
+    shown_key = models.CharField(max_length=512, null=True, blank=True)  # noqa: DJ001
+    # P10: the fingerprint of the last failed attempt's error (observability/triage.py),
+    # written by the database (a trigger on the hot table, copied by the archive move).
+    fingerprint = models.CharField(max_length=16, null=True, blank=True, editable=False)  # noqa: DJ001
 
     class Meta:
         abstract = True
@@ -141,6 +150,14 @@ class Job(JobColumns):
                 fields=("parent_id", "id"),
                 name="ultimate_jobs_job_live_kids",
                 condition=Q(parent_id__isnull=False, state__in=LIVE_STATES),
+            ),
+            # B5: the admin's search matches a key holding a hidden value by its
+            # shown form only (few rows: NULL for every key that holds none).
+            models.Index(
+                fields=("shown_key",),
+                name="ultimate_jobs_job_shown_key",
+                opclasses=("varchar_pattern_ops",),
+                condition=Q(shown_key__isnull=False),
             ),
             # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
             models.Index(

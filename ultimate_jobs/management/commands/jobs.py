@@ -106,6 +106,10 @@ class Command(BaseCommand):
         listing.add_argument("--key", help="jobs holding this idempotency key")
         listing.add_argument("--parent", help="the children of this job id (S11)")
         listing.add_argument(
+            "--fingerprint",
+            help="jobs whose last failed attempt has this fingerprint (P10, jobs show)",
+        )
+        listing.add_argument(
             "--id-prefix", help="ids starting with these hex digits (4 or more)"
         )
         listing.add_argument(
@@ -242,6 +246,7 @@ class Command(BaseCommand):
             parent=options["parent"],
             created_from=instant(options["created_from"], "created_from"),
             created_to=instant(options["created_to"], "created_to"),
+            fingerprint=options["fingerprint"],
             limit=options["limit"],
             after=options["after"],
             before=options["before"],
