@@ -360,6 +360,7 @@ from . import (  # noqa: E402
     console_jobs,  # noqa: F401 - issue 15: the operator console
     factory_jobs,  # noqa: F401
     seed_jobs,  # noqa: F401 - issue 20: spans, per-run logs, signals
+    workflow_jobs,  # noqa: F401 - issue 28: fan-out and fan-in
 )
 
 

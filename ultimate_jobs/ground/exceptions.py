@@ -383,6 +383,22 @@ class EventTimeout(JobTimeout):
         self.event = event
 
 
+class FanInTimeout(JobTimeout):
+    """A run.wait_for_jobs outlived its timeout before every child settled (S11).
+
+    Terminal: the timeout is recorded with the step, so a retry would replay it.
+    """
+
+    classification = "terminal"
+
+    def __init__(self, job: str, step: str) -> None:
+        super().__init__(
+            f"{job}: step {step!r} waited for its child jobs past its timeout",
+            step=step,
+        )
+        self.step = step
+
+
 class OutboxNoTx(JobsError):
     """OUTBOX="required" and the enqueue ran outside a transaction."""
 

@@ -109,6 +109,7 @@ class Command(BaseCommand):
         listing = verbs.add_parser("list", help="one page of jobs, newest first")
         _filters(listing)
         listing.add_argument("--key", help="jobs holding this idempotency key")
+        listing.add_argument("--parent", help="the children of this job id (S11)")
         listing.add_argument(
             "--fingerprint",
             help="jobs whose last failed attempt has this fingerprint (P10, jobs show)",
@@ -267,6 +268,7 @@ class Command(BaseCommand):
             tenant=options["tenant"],
             key=options["key"],
             id_prefix=options["id_prefix"],
+            parent=options["parent"],
             created_from=instant(options["created_from"], "created_from"),
             created_to=instant(options["created_to"], "created_to"),
             fingerprint=options["fingerprint"],
