@@ -114,7 +114,7 @@ ALTER TABLE ultimate_jobs_job_archive DROP COLUMN IF EXISTS parent_id;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0008_redaction_tenancy"),
+        ("ultimate_jobs", "0009_agent_token"),
     ]
 
     operations = [
