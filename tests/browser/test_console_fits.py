@@ -97,6 +97,7 @@ def seed(jobs: Any) -> dict[str, Any]:
             idempotency_key=f"{LONG}:{TENANT}:{i}" * 3,
             input={"region": "eu-west", "rows": list(range(40))},
             max_attempts=25,
+            parent_id=dead.id,  # children: the job page's parent/children section
         )
     Worker.objects.create(
         id=WORKER,
