@@ -15,9 +15,9 @@ from typing import Any
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.decision import decide
 from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.registry import Registry
-from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.rows import concurrency_key_of
 from ultimate_jobs.exceptions import JobKeyBusy, JobsError, QueryError
@@ -134,27 +134,20 @@ def _fail(
     exc: JobsError,
     now: Any,
 ) -> None:
-    """``concurrency.key`` raised on a claimed run: fail it, body unrun, as usual (R2)."""
-    definition = handle.definition
+    """``concurrency.key`` raised on a claimed run: fail it, body unrun, as the
+    executor would (R2): the same decision, written here."""
     settler = Settler(db, now=lambda: now)
-    verdict = classify(exc)
+    verdict = decide(row, exc, handle.definition)
     logger.error("jobs.attempt.failed", extra={**_fields(row), "error": str(exc)[:500]})
     try:
-        if verdict == "terminal" or row["attempt"] >= row["max_attempts"]:
-            stop = "terminal" if verdict == "terminal" else "attempts-exhausted"
-            state, outcome = (
-                ("dead", Outcome.DEAD_LETTERED)
-                if definition.dead_letter
-                else ("failed", Outcome.DROPPED)
+        if verdict.stop_reason is None:
+            settler.retry(row, verdict.delay or 0.0, exc)
+        elif settler.bury(
+            row, state=verdict.state, error=exc, stop_reason=verdict.stop_reason
+        ):
+            outcome = (
+                Outcome.DEAD_LETTERED if verdict.state == "dead" else Outcome.DROPPED
             )
-            if settler.bury(row, state=state, error=exc, stop_reason=stop):
-                announce(handle, row, kwargs, outcome, error=exc)
-        else:
-            delay = (
-                definition.retry.spread(verdict)
-                if isinstance(verdict, float)
-                else definition.retry.next_delay(row["attempt"])
-            )
-            settler.retry(row, delay, exc)
+            announce(handle, row, kwargs, outcome, error=exc)
     except QueryError as failure:  # the claim lapses and the row is claimed again
         logger.warning("jobs.settle.failed", extra={"error": str(failure)})

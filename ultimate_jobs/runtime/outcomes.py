@@ -21,7 +21,7 @@ from ultimate_jobs.sql.rows import ClaimedJob
 if TYPE_CHECKING:
     from ultimate_jobs.enqueue.handle import JobHandle
 
-logger = logging.getLogger("ultimate_jobs.runtime.executor")
+logger = logging.getLogger(__name__)
 
 ON_SETTLED_ATTEMPTS = 3
 
