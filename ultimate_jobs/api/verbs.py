@@ -162,10 +162,7 @@ def _requeue(pk: uuid.UUID) -> uuid.UUID:
         with transaction.atomic(using=get_settings().DATABASE):
             rows = _db().run(QUERIES["job_requeue"], id=pk, run_id=run_id, now=None)
     except QueryError as exc:
-        if (
-            isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
-            or "unique" in str(exc.__cause__).lower()
-        ):
+        if _unique_violation(exc):
             job = find_job(pk)
             raise JobDuplicate(job.name, job.idempotency_key, None) from exc
         raise
@@ -175,6 +172,17 @@ def _requeue(pk: uuid.UUID) -> uuid.UUID:
     if job.state not in FINISHED_STATES:
         raise JobNotRequeueable(pk, job.state)
     raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job))
+
+
+def _unique_violation(error: BaseException) -> bool:
+    """Whether the driver error behind ``error`` is a unique violation (23505): told
+    by its type, through Django's wrapper, never by its message."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.UniqueViolation):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _live_holder(job: Job) -> uuid.UUID | None:
