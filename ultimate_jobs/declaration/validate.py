@@ -1,5 +1,5 @@
 """The field checks declarations, settings, budgets and factories share: a whole number
-within bounds, a boolean, a duration within bounds.
+within bounds, a boolean, a positive number, a duration within bounds.
 
 Each check names the field and the value it refuses, with the reason, and raises the
 error its caller chooses: ``error`` is called with ``(field, value, reason)``, so a
@@ -10,6 +10,7 @@ by type or code, never by their text. Pure: no database, no settings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ultimate_jobs.declaration.durations import parse_duration
@@ -37,10 +38,12 @@ def whole(
     most: int | None = None,
     error: Refusal = InvalidArgument,
     digits: bool = False,
+    reason: str = "",
 ) -> int:
     """A whole number from ``least`` to ``most``; a bool is not one. With ``digits``
-    its digits in a string are one too (a setting, an environment variable)."""
-    reason = whole_reason(least, most)
+    its digits in a string are one too (a setting, an environment variable).
+    ``reason`` replaces the refusal's wording (the bounds' by default)."""
+    reason = reason or whole_reason(least, most)
     number: int
     if isinstance(value, bool):
         raise error(field, value, reason)
@@ -96,3 +99,27 @@ def duration(
     if most is not None and seconds > most:
         raise error(field, value, f"a duration of at most {most:g}s")
     return seconds
+
+
+def positive(
+    value: object,
+    *,
+    field: str,
+    error: Refusal = InvalidArgument,
+    zero: bool = False,
+    reason: str = "",
+) -> float:
+    """A finite real number above 0 (0 or more with ``zero``); a bool is not one.
+    ``reason`` replaces the refusal's wording."""
+    reason = reason or (
+        "a finite number of at least 0" if zero else "a finite number above 0"
+    )
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        raise error(field, value, reason)
+    return float(value)

@@ -38,6 +38,7 @@ pinned address needs no dependency. A refused address is ``WebhookAddressRefused
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration import validate
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenant
 from ultimate_jobs.declaration.durations import Duration, parse_duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
@@ -350,14 +352,11 @@ def webhook(
             "a WebhookLedger (DatabaseWebhookLedger(), MemoryWebhookLedger())",
             job=name,
         )
-    if (
-        isinstance(disable_after, bool)
-        or not isinstance(disable_after, int)
-        or disable_after < 1
-    ):
-        raise JobDeclarationInvalid(
-            "disable_after", disable_after, "a whole number of at least 1", job=name
-        )
+    validate.whole(
+        disable_after,
+        field="disable_after",
+        error=functools.partial(JobDeclarationInvalid, job=name),
+    )
     seconds = parse_duration(
         timeout, field="timeout", job=name, error=JobDeclarationInvalid
     )
