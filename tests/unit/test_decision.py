@@ -110,3 +110,15 @@ def test_jitter_draws_from_the_source_it_is_given():
     # A named time is never earlier than named: up to a tenth on top.
     named = decide(row(1), RetryAfter(10), jittered, rng=random.Random(7))
     assert 10.0 <= (named.delay or 0) <= 11.0
+
+
+def test_every_state_of_a_verdict_reports_one_outcome():
+    """The executor and admission report a verdict's state through one table."""
+    from typing import get_args
+
+    from ultimate_jobs.declaration.decision import State
+    from ultimate_jobs.runtime.outcomes import FAILED_OUTCOMES, Outcome
+
+    assert set(FAILED_OUTCOMES) == set(get_args(State))
+    assert FAILED_OUTCOMES["dead"] is Outcome.DEAD_LETTERED
+    assert FAILED_OUTCOMES["failed"] is Outcome.DROPPED

@@ -22,7 +22,7 @@ from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.rows import concurrency_key_of
 from ultimate_jobs.exceptions import JobKeyBusy, JobsError, QueryError
 from ultimate_jobs.limits.slots import keyed_lease_key
-from ultimate_jobs.runtime.outcomes import Outcome, announce
+from ultimate_jobs.runtime.outcomes import FAILED_OUTCOMES, Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import ClaimedJob
@@ -145,9 +145,6 @@ def _fail(
         elif settler.bury(
             row, state=verdict.state, error=exc, stop_reason=verdict.stop_reason
         ):
-            outcome = (
-                Outcome.DEAD_LETTERED if verdict.state == "dead" else Outcome.DROPPED
-            )
-            announce(handle, row, kwargs, outcome, error=exc)
+            announce(handle, row, kwargs, FAILED_OUTCOMES[verdict.state], error=exc)
     except QueryError as failure:  # the claim lapses and the row is claimed again
         logger.warning("jobs.settle.failed", extra={"error": str(failure)})

@@ -58,7 +58,13 @@ from ultimate_jobs.exceptions import (
     UnknownJob,
 )
 from ultimate_jobs.observability import metrics, runlogs, tracing
-from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce, job_fields
+from ultimate_jobs.runtime.outcomes import (
+    FAILED_OUTCOMES,
+    Attempt,
+    Outcome,
+    announce,
+    job_fields,
+)
 from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
 from ultimate_jobs.signals import job_attempt_failed, job_settled, job_started
@@ -497,9 +503,7 @@ class Executor:
         verdict = decide(job, exc, handle.definition if handle is not None else None)
         last_error = scrub_text(format_error(exc), secrets)
         if verdict.stop_reason is not None:
-            outcome = (
-                Outcome.DEAD_LETTERED if verdict.state == "dead" else Outcome.DROPPED
-            )
+            outcome = FAILED_OUTCOMES[verdict.state]
             landed = settler.bury(
                 job,
                 state=verdict.state,

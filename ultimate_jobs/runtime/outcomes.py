@@ -39,6 +39,14 @@ class Outcome(enum.StrEnum):
     RESCHEDULED = "rescheduled"  # run.reschedule: the next stage is queued (S5)
 
 
+# The outcome each state of a failure's verdict (declaration/decision.py) reports.
+FAILED_OUTCOMES: dict[str, Outcome] = {
+    "dead": Outcome.DEAD_LETTERED,
+    "failed": Outcome.DROPPED,
+    "delayed": Outcome.RETRIED,
+    "ready": Outcome.RETRIED,
+}
+
 SETTLING_OUTCOMES = (
     Outcome.COMPLETED,
     Outcome.DEAD_LETTERED,
