@@ -53,7 +53,7 @@ def values(spec: Any) -> str:
         return f"duration, {seconds(least)} to {seconds(most)}"
     if kind == "count":
         return f"{spec.values}, {int(least):,} to {int(most):,}"
-    if kind in ("text", "alias"):
+    if kind == "text":
         return f"{spec.values or 'string'}, {least} to {most} characters"
     return f"{spec.values}; at most {int(most):,} entries"
 

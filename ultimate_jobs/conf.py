@@ -53,7 +53,6 @@ ENV_PREFIX = "ULTIMATE_JOBS_"
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
 Kind = Literal[
-    "alias",
     "text",
     "choice",
     "count",
@@ -65,6 +64,9 @@ Kind = Literal[
     "retention",
 ]
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+# Handler threads (and pooled connections) per worker process: past this a typo such
+# as 100000 ends in "can't start new thread"; jobs_worker --concurrency agrees.
+MAX_THREADS = 256
 # PostgreSQL's jsonb holds at most 255 MB: an input or a result past it cannot be stored.
 MAX_JSONB_BYTES = 255 * 1024 * 1024
 # How deep an input may nest at most: encoding and decoding JSON recurse once per
@@ -90,6 +92,11 @@ class Setting:
     shown: str = ""
     optional: bool = False  # None is a value (HEARTBEAT)
 
+    def __post_init__(self) -> None:
+        bounded = self.kind not in ("choice", "flag")
+        if bounded and (self.least is None or self.most is None):
+            raise TypeError(f"a {self.kind} setting declares least and most")
+
 
 def _key(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
     """A settings field: its default and its ``Setting`` in the field's metadata."""
@@ -107,7 +114,7 @@ class JobsSettings:
 
     DATABASE: str = _key(
         "default",
-        kind="alias",
+        kind="text",
         least=1,
         most=200,
         values="alias",
@@ -135,7 +142,7 @@ class JobsSettings:
         8,
         kind="count",
         least=1,
-        most=1000,
+        most=MAX_THREADS,
         values="threads",
         doc="handler threads per worker process",
     )
@@ -143,7 +150,7 @@ class JobsSettings:
         4,
         kind="count",
         least=1,
-        most=200,
+        most=MAX_THREADS,
         values="connections",
         doc="connections a worker process's handler threads share for what their jobs "
         "write (steps, retries, failures, slot releases, deadlines); dialled at the "
@@ -533,8 +540,9 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
 
 
 def _bounds(spec: Setting) -> tuple[int, int]:
-    """A count's or a size's bounds (every such key declares both; a test checks)."""
-    assert spec.least is not None and spec.most is not None  # noqa: S101 - declared
+    """A count's or a size's bounds (every such key declares both: Setting checks)."""
+    if spec.least is None or spec.most is None:  # pragma: no cover - refused below
+        raise TypeError(f"a {spec.kind} setting declares its bounds")
     return int(spec.least), int(spec.most)
 
 
@@ -587,7 +595,6 @@ def _sized(clean: Callable[[str, Any], Any]) -> Callable[[str, Any, Setting], An
 
 # How each kind of key is cleaned: (key, value, spec) -> the value held.
 _CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
-    "alias": _text,
     "text": _text,
     "choice": _choice,
     "count": _count,
@@ -640,7 +647,6 @@ def _env_bool(value: str) -> bool:
 # The cast of a ULTIMATE_JOBS_<KEY> variable per kind (django-environ's scheme); the
 # value then passes the same checks as a setting.
 _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
-    "alias": str,
     "text": str,
     "choice": str,
     "count": int,

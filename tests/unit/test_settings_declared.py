@@ -85,8 +85,8 @@ def test_the_schema_and_the_durations_derive_from_the_kinds():
     ("key", "value"),
     [
         ("CONCURRENCY", 100_000),
-        ("CONCURRENCY", 1001),
-        ("POOL_SIZE", 201),
+        ("CONCURRENCY", 257),
+        ("POOL_SIZE", 257),
         ("MAX_INPUT_DEPTH", MAX_DEPTH + 1),
         ("MAX_INPUT_DEPTH", 5000),
         ("MAX_INPUT_BYTES", 2**40),
@@ -114,8 +114,8 @@ def test_every_count_and_size_has_an_upper_bound(key, value):
 def test_the_bounds_themselves_are_accepted():
     edge = load_settings(
         {
-            "CONCURRENCY": 1000,
-            "POOL_SIZE": 200,
+            "CONCURRENCY": 256,
+            "POOL_SIZE": 256,
             "MAX_INPUT_DEPTH": MAX_DEPTH,
             "RUN_LOG_MAX_ENTRIES": 0,
             "LEASE": "1d",
@@ -123,13 +123,13 @@ def test_the_bounds_themselves_are_accepted():
         {"ULTIMATE_JOBS_PURGE_BATCH": "100000"},
     )
     assert (edge.CONCURRENCY, edge.POOL_SIZE, edge.MAX_INPUT_DEPTH) == (
-        1000,
-        200,
+        256,
+        256,
         MAX_DEPTH,
     )
     assert (edge.PURGE_BATCH, edge.LEASE) == (100_000, 86400.0)
     with pytest.raises(ConfigurationError) as refused:
-        load_settings({}, {"ULTIMATE_JOBS_CONCURRENCY": "1001"})
+        load_settings({}, {"ULTIMATE_JOBS_CONCURRENCY": "257"})
     assert refused.value.key == "CONCURRENCY"
 
 
@@ -189,3 +189,14 @@ def test_a_settings_name_near_ultimate_jobs_is_a_loud_warning(settings):
     assert (
         "ULTIMATE_JOB " in warning.msg and "did you mean ULTIMATE_JOBS?" in warning.msg
     )
+
+
+def test_a_count_or_size_cannot_be_declared_without_both_bounds():
+    from ultimate_jobs.conf import Setting
+
+    for kind in ("count", "duration", "text", "queues"):
+        with pytest.raises(TypeError):
+            Setting(kind=kind, doc="d", least=1)
+        with pytest.raises(TypeError):
+            Setting(kind=kind, doc="d", most=1)
+    assert Setting(kind="flag", doc="d").least is None

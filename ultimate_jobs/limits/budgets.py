@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ultimate_jobs.declaration import validate
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import ClaimedJob
@@ -34,6 +33,12 @@ logger = logging.getLogger(__name__)
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|m|h))?\s*$")
 _PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _whole(field_name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(field_name, value, "a whole number of at least 1")
+    return value
 
 
 def parse_rate(value: object, *, field_name: str = "rate_per_tenant") -> float:
@@ -57,7 +62,7 @@ def parse_queue_budgets(value: str, *, field_name: str = "per_queue") -> dict[st
         if not sep or not number.strip().isdigit():
             raise InvalidArgument(field_name, value, "queue=N pairs, e.g. 'mail=4'")
         queue = validate_queue(name.strip(), field=field_name)
-        budgets[queue] = validate.whole(int(number), field=f"{field_name}.{queue}")
+        budgets[queue] = _whole(f"{field_name}.{queue}", int(number))
     return budgets
 
 
@@ -79,16 +84,14 @@ class Limits:
 
     def __post_init__(self) -> None:
         checked = {
-            validate_queue(queue, field="per_queue"): validate.whole(
-                n, field=f"per_queue.{queue}"
-            )
+            validate_queue(queue, field="per_queue"): _whole(f"per_queue.{queue}", n)
             for queue, n in dict(self.per_queue).items()
         }
         object.__setattr__(self, "per_queue", checked)
         if self.per_tenant is not None:
-            validate.whole(self.per_tenant, field="per_tenant")
+            _whole("per_tenant", self.per_tenant)
         if self.total is not None:
-            validate.whole(self.total, field="total")
+            _whole("total", self.total)
         if self.rate_per_tenant is not None:
             object.__setattr__(
                 self, "rate_per_tenant", parse_rate(self.rate_per_tenant)
@@ -139,10 +142,8 @@ def limits_from_options(options: Mapping[str, Any]) -> Limits:
         per_queue=parse_queue_budgets(per_queue, field_name="--per-queue")
         if per_queue
         else {},
-        per_tenant=None
-        if per_tenant is None
-        else validate.whole(per_tenant, field="--per-tenant"),
-        total=None if total is None else validate.whole(total, field="--global-limit"),
+        per_tenant=None if per_tenant is None else _whole("--per-tenant", per_tenant),
+        total=None if total is None else _whole("--global-limit", total),
         rate_per_tenant=None
         if rate is None
         else parse_rate(rate, field_name="--rate-per-tenant"),
