@@ -39,7 +39,8 @@ def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     """W002: ``ULTIMATE_JOB = {...}`` and other near misses are otherwise silent."""
     return [
         Warning(
-            f"settings.{name} is not read by ultimate_jobs: did you mean {meant}?",
+            f"settings.{name} is not read by ultimate_jobs"
+            + (f": did you mean {meant}?" if meant else ""),
             hint="Every setting goes in one dict, ULTIMATE_JOBS (docs/settings.md).",
             id="ultimate_jobs.W002",
         )

@@ -714,14 +714,15 @@ def unknown_variables(
 def misnamed_settings(names: Iterable[str]) -> list[tuple[str, str]]:
     """Django settings that look like ``ULTIMATE_JOBS`` but are not it (``ULTIMATE_JOB``,
     ``ULTIMATEJOBS``, a variable's name ``ULTIMATE_JOBS_LEASE`` written as a setting),
-    each with what was meant: they are otherwise silently ignored."""
+    each with what was meant ('' when nothing is close): they are otherwise silently
+    ignored."""
     found = []
     for name in sorted(names):
         if name == "ULTIMATE_JOBS" or not name.isupper():
             continue
-        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :] in SPECS:
-            meant = f"ULTIMATE_JOBS = {{{name[len(ENV_PREFIX) :]!r}: ...}}"
-            found.append((name, meant))
+        if name.startswith(ENV_PREFIX):  # a variable's name written as a setting
+            key = closest_setting(name[len(ENV_PREFIX) :])
+            found.append((name, f"ULTIMATE_JOBS = {{{key!r}: ...}}" if key else ""))
         elif difflib.SequenceMatcher(None, name, "ULTIMATE_JOBS").ratio() >= 0.8:
             found.append((name, "ULTIMATE_JOBS"))
     return found

@@ -175,12 +175,16 @@ def test_a_settings_name_near_ultimate_jobs_is_a_loud_warning(settings):
             "ULTIMATEJOBS",
             "ULTIMATE_JOBS_LEASE",
             "DEBUG",
+            "ULTIMATE_JOBS_CONCURENCY",
             "ULTIMATE_JOBS_WHATEVER",
+            "ULTIMATELY",
         ]
     ) == [
         ("ULTIMATEJOBS", "ULTIMATE_JOBS"),
         ("ULTIMATE_JOB", "ULTIMATE_JOBS"),
+        ("ULTIMATE_JOBS_CONCURENCY", "ULTIMATE_JOBS = {'CONCURRENCY': ...}"),
         ("ULTIMATE_JOBS_LEASE", "ULTIMATE_JOBS = {'LEASE': ...}"),
+        ("ULTIMATE_JOBS_WHATEVER", ""),
     ]
     assert check_setting_names() == []
     settings.ULTIMATE_JOB = {"CONCURRENCY": 16}
