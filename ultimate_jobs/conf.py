@@ -306,15 +306,16 @@ class JobsSettings:
         doc="the most rows one purge statement deletes",
     )
     # Q2: how long a finished job stays in the hot table before the scheduler leader
-    # moves it to the partitioned history.
-    HISTORY_AFTER: float = _key(
+    # moves it to the partitioned archive.
+    ARCHIVE_AFTER: float = _key(
         60.0,
         kind="duration",
         least=0.001,
         most=3650 * DAY,
         doc="how long a finished job stays in the hot table before the scheduler "
-        "leader moves it to the partitioned history (SPEC Q2, [scaling.md]"
-        "(scaling.md#partitioned-history))",
+        "leader moves it to the partitioned archive (SPEC Q2, [scaling.md]"
+        "(scaling.md#partitioned-archive)); named `HISTORY_AFTER` before issue 25, a "
+        "key now refused as unknown with this one named",
     )
     PURGE_MAX_BATCHES: int = _key(
         100,
@@ -687,8 +688,14 @@ def _from_environment(env: environ.Env, key: str, raw: str) -> Any:
         ) from None
 
 
+# Keys that were renamed: the old name is refused, naming the new one.
+RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}
+
+
 def closest_setting(name: str) -> str:
-    """The known key closest to a misspelt one ('' when none is close)."""
+    """The known key closest to a misspelt or renamed one ('' when none is close)."""
+    if name.upper() in RENAMED:
+        return RENAMED[name.upper()]
     close = difflib.get_close_matches(name.upper(), setting_names(), n=1, cutoff=0.6)
     return close[0] if close else ""
 

@@ -157,6 +157,9 @@ def test_an_unknown_key_says_which_one_was_meant(settings):
         load_settings({"CONCURENCY": 16}, {})
     assert (refused.value.key, refused.value.closest) == ("CONCURENCY", "CONCURRENCY")
     assert "did you mean 'CONCURRENCY'?" in str(refused.value)
+    with pytest.raises(UnknownSetting) as renamed:
+        load_settings({"HISTORY_AFTER": "1m"}, {})
+    assert renamed.value.closest == "ARCHIVE_AFTER"
     with pytest.raises(UnknownSetting) as nothing_close:
         load_settings({"ZZZ": 1}, {})
     assert nothing_close.value.closest == ""

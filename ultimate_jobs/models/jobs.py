@@ -25,7 +25,7 @@ JobManager = models.Manager.from_queryset(ReadableQuerySet)
 
 
 class JobColumns(models.Model):
-    """The columns of a job row, shared by the hot table and its history (Q2)."""
+    """The columns of a job row, shared by the hot table and its archive (Q2)."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     run_id = models.UUIDField(default=uuid7, editable=False)

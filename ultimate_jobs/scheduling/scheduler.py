@@ -39,7 +39,7 @@ from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.enqueue.rows import Row, array_params, build_rows
 from ultimate_jobs.exceptions import JobsError, QueryError
 from ultimate_jobs.observability import counters
-from ultimate_jobs.runtime import history
+from ultimate_jobs.runtime import archive
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.scheduling.cron import CronSchedule
@@ -63,7 +63,7 @@ SCHEDULER_CHANNEL = "ultimate_jobs_scheduler"
 PAUSE_RECHECK = timedelta(seconds=5)  # a paused task that is due is looked at again
 MAX_FAILURE_BACKOFF = 60.0  # seconds between retries of a task whose function fails
 ROLLUP_EVERY = timedelta(minutes=5)  # how often the leader folds counter buckets (P5)
-MOVE_BATCHES = 10  # history_move statements per round of the leader, at most (Q2)
+MOVE_BATCHES = 10  # archive_move statements per round of the leader, at most (Q2)
 
 
 def occurrence_key(key: str, occurrence: datetime) -> str:
@@ -148,9 +148,9 @@ class Scheduler:
         self._schedules_revision: str | None = None
         self._earliest: datetime | None = None  # nothing is due before this
         self._rolled_up_at = datetime.now(UTC)  # P5: the last counter rollup
-        self._moved_at: datetime | None = None  # Q2: the last history pass (None: due)
-        self._move_again = False  # the last history pass was full: more rows are due
-        self._move_every = history.MOVE_EVERY  # idle_every() after a pass moved none
+        self._moved_at: datetime | None = None  # Q2: the last archive pass (None: due)
+        self._move_again = False  # the last archive pass was full: more rows are due
+        self._move_every = archive.MOVE_EVERY  # idle_every() after a pass moved none
         self._flags: set[str] = set()  # set by notifications, read by the round
         self._flags_lock = threading.Lock()
         self._nudge = threading.Event()
@@ -266,7 +266,7 @@ class Scheduler:
             or self._moved_at is None
             or current - self._moved_at >= self._move_every
         ):
-            self._move_history(current, driven)
+            self._move_archive(current, driven)
         if self._earliest is None or self._earliest > current:
             return []  # idle: no cron evaluation, no statement
         return self._fire_due(current, driven)
@@ -279,33 +279,33 @@ class Scheduler:
         except QueryError as exc:
             logger.warning("jobs.counters.rollup-failed", extra={"error": str(exc)})
 
-    def _move_history(self, current: datetime, driven: datetime | None) -> None:
-        """Q2: move finished jobs to history, a bounded pass per round while leading;
+    def _move_archive(self, current: datetime, driven: datetime | None) -> None:
+        """Q2: move finished jobs to the archive, a bounded pass per round while leading;
         a failed pass leaves the rows hot and is tried again at the next cadence."""
         self._moved_at = current
         self._move_again = False
         try:
-            done = history.move(
+            done = archive.move(
                 self.db,
-                after=self.settings.HISTORY_AFTER,
+                after=self.settings.ARCHIVE_AFTER,
                 batch=self.settings.PURGE_BATCH,
                 max_batches=MOVE_BATCHES,
                 now=driven,
             )
         except QueryError as exc:
-            logger.warning("jobs.history.move-failed", extra={"error": str(exc)})
+            logger.warning("jobs.archive.move-failed", extra={"error": str(exc)})
             return
         self._move_again = done.full
         # C8: an idle leader reads nothing it does not need; a pass that found nothing
         # to move waits the idle cadence, one that moved rows the busy one.
         self._move_every = (
-            history.MOVE_EVERY
+            archive.MOVE_EVERY
             if done.moved
-            else history.idle_every(self.settings.HISTORY_AFTER)
+            else archive.idle_every(self.settings.ARCHIVE_AFTER)
         )
         if done.moved or done.made:
             logger.info(
-                "jobs.history.moved",
+                "jobs.archive.moved",
                 extra={"moved": done.moved, "partitions_made": done.made},
             )
 

@@ -993,7 +993,7 @@ AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
 
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per
--- call), from the hot table and from history (Q2: a finished job moved there is
+-- call), from the hot table and from the archive (Q2: a finished job moved there is
 -- retried or removed like one still in the hot table). For a requeue, a finished row
 -- whose key a live job holds is left out (it could not move), and of several finished
 -- rows sharing one key only the oldest is taken, so "call until remaining is zero"
@@ -1005,7 +1005,7 @@ WITH matching AS (
        AND (NOT %(requeue)s::boolean OR {{key_free}})
      UNION ALL
     SELECT job.id, job.name, job.tenant_id, job.idempotency_key
-      FROM ultimate_jobs_job_history AS job
+      FROM ultimate_jobs_job_archive AS job
      WHERE {{bulk_match}}
        AND (NOT %(requeue)s::boolean OR {{key_free}})
 ),

@@ -1,20 +1,20 @@
-"""The history mover (Q2): finished jobs leave the hot table for their day of history.
+"""The archive mover (Q2): finished jobs leave the hot table for their day of the archive.
 
 ``move()`` is one pass, run by the scheduler leader (scheduling/scheduler.py) and by
-the benchmark (benchmarks/history.py):
+the benchmark (benchmarks/archive.py):
 
 1. one clock reading, and the oldest finish time the hot table holds;
 2. the day partitions from that day to ``DAYS_AHEAD`` days after today are made
-   (``ultimate_jobs_history_ensure``: idempotent, cheap when they exist), so a move
+   (``ultimate_jobs_archive_ensure``: idempotent, cheap when they exist), so a move
    never meets a missing day, even after a week without a leader;
-3. up to ``max_batches`` statements of ``history_move``, each moving at most ``batch``
+3. up to ``max_batches`` statements of ``archive_move``, each moving at most ``batch``
    rows atomically (SKIP LOCKED: two movers never take the same row; a killed one
    leaves every row in one table), until one moves fewer than ``batch``.
 
 The leader's cadence: at once after a full pass, ``MOVE_EVERY`` after one that moved
-rows, ``idle_every(HISTORY_AFTER)`` after one that moved none (5 minutes by default:
+rows, ``idle_every(ARCHIVE_AFTER)`` after one that moved none (5 minutes by default:
 an idle leader reads almost nothing more, C8), so a finished job leaves the hot table
-between ``HISTORY_AFTER`` and six times ``HISTORY_AFTER`` after it finished.
+between ``ARCHIVE_AFTER`` and six times ``ARCHIVE_AFTER`` after it finished.
 
 A failure (the partition could not be made, a statement timed out) is logged and the
 rows stay hot: nothing is lost, the table is only larger until the next pass.
@@ -38,9 +38,9 @@ MOVE_IDLE_EVERY = timedelta(minutes=5)  # after a pass that moved nothing (C8), 
 
 def idle_every(after: float) -> timedelta:
     """How long a leader waits after a pass that moved nothing: five times
-    HISTORY_AFTER, at least MOVE_EVERY and at most MOVE_IDLE_EVERY (5 minutes with
+    ARCHIVE_AFTER, at least MOVE_EVERY and at most MOVE_IDLE_EVERY (5 minutes with
     the default minute), so an idle leader reads almost nothing (C8) and a finished
-    job still leaves within six times HISTORY_AFTER."""
+    job still leaves within six times ARCHIVE_AFTER."""
     idle = timedelta(seconds=5 * after)
     return min(max(idle, MOVE_EVERY), MOVE_IDLE_EVERY)
 
@@ -62,7 +62,7 @@ def day_start(moment: datetime) -> datetime:
 def ensure_days(db: Database, first: datetime, last: datetime) -> int:
     """Make the missing day partitions from the day of ``first`` to the day of ``last``."""
     [row] = db.run(
-        QUERIES["history_ensure"],
+        QUERIES["archive_ensure"],
         first=first.astimezone(UTC).date(),
         last=last.astimezone(UTC).date(),
     )
@@ -77,9 +77,9 @@ def move(
     max_batches: int,
     now: datetime | None = None,
 ) -> Pass:
-    """One pass of the mover: see the module. ``after`` is HISTORY_AFTER in seconds;
+    """One pass of the mover: see the module. ``after`` is ARCHIVE_AFTER in seconds;
     ``now`` drives the clock (tests), None is the database's."""
-    [clock] = db.run(QUERIES["history_clock"], now=now)
+    [clock] = db.run(QUERIES["archive_clock"], now=now)
     current: datetime = clock["now"]
     oldest: datetime | None = clock["oldest"]
     made = ensure_days(db, oldest or current, current + timedelta(days=DAYS_AHEAD))
@@ -89,7 +89,7 @@ def move(
     moved = 0
     for _ in range(max_batches):
         [row] = db.run(
-            QUERIES["history_move"],
+            QUERIES["archive_move"],
             now=now,
             after_seconds=after,
             covered=covered,
