@@ -1,9 +1,10 @@
 """What a job is: the definition ``@job`` freezes, checked field by field (J1-J5).
 
 A job is a module-level function whose first parameter is the run context; the rest is
-its input. ``declare`` checks every field where it is written and answers a
-``JobDefinition``; ``@job`` (ultimate_jobs.enqueue.handle) wraps it in the handle that
-puts the job on the queue. Pure: no database, no settings.
+its input. ``@job`` (ultimate_jobs.enqueue.handle) and the factories hold their options
+in one frozen ``Declaration``; ``declare`` checks each of its fields (the shared checks
+of declaration/validate.py) and answers a ``JobDefinition``, which the handle wraps to
+put the job on the queue. Pure: no database, no settings.
 """
 
 from __future__ import annotations
