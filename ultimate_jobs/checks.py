@@ -5,7 +5,7 @@
 - ultimate_jobs.E003: the jobs database alias is missing or is not PostgreSQL.
 - ultimate_jobs.W001: an ULTIMATE_JOBS_<KEY> variable names no setting (a misspelling
   is otherwise silently ignored); the closest known variable is named.
-- ultimate_jobs.W002: a Django setting looks like ULTIMATE_JOBS but is not it
+- ultimate_jobs.W005: a Django setting looks like ULTIMATE_JOBS but is not it
   (``ULTIMATE_JOB = {...}``, ``ULTIMATE_JOBS_LEASE = "60s"``): it is ignored.
 """
 
@@ -36,13 +36,13 @@ def check_variables(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 
 @register("ultimate_jobs")
 def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """W002: ``ULTIMATE_JOB = {...}`` and other near misses are otherwise silent."""
+    """W005: ``ULTIMATE_JOB = {...}`` and other near misses are otherwise silent."""
     return [
         Warning(
             f"settings.{name} is not read by ultimate_jobs"
             + (f": did you mean {meant}?" if meant else ""),
             hint="Every setting goes in one dict, ULTIMATE_JOBS (docs/settings.md).",
-            id="ultimate_jobs.W002",
+            id="ultimate_jobs.W005",
         )
         for name, meant in misnamed_settings(dir(settings))
     ]

@@ -192,7 +192,7 @@ def test_a_settings_name_near_ultimate_jobs_is_a_loud_warning(settings):
     assert check_setting_names() == []
     settings.ULTIMATE_JOB = {"CONCURRENCY": 16}
     [warning] = check_setting_names()
-    assert warning.id == "ultimate_jobs.W002"
+    assert warning.id == "ultimate_jobs.W005"
     assert (
         "ULTIMATE_JOB " in warning.msg and "did you mean ULTIMATE_JOBS?" in warning.msg
     )
