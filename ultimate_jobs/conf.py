@@ -629,6 +629,13 @@ def _env_duration(value: str) -> float:
     return parse_duration(seconds, field="environment")
 
 
+def _env_count(value: str) -> int:
+    """A whole number from a variable, in ASCII digits (int() would read "٣")."""
+    if not validate.DIGITS.fullmatch(value.strip()):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value.strip())
+
+
 def _env_queues(value: str) -> Any:
     """QUEUES from a variable: names separated by commas, or Q1's mapping as JSON
     ('{"reports": {"database": "jobs_b"}}')."""
@@ -650,7 +657,7 @@ def _env_bool(value: str) -> bool:
 _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
     "text": str,
     "choice": str,
-    "count": int,
+    "count": _env_count,
     "duration": _env_duration,
     "flag": _env_bool,
     "queues": _env_queues,
@@ -664,7 +671,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
 _ENV_EXAMPLES = {
     json.loads: 'JSON, e.g. \'{"done": {"days": 1}}\'',
     _env_queues: 'names like "mail,reports" or JSON like \'{"reports": {"database": "b"}}\'',
-    int: "a whole number",
+    _env_count: "a whole number",
 }
 
 

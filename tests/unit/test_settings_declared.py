@@ -76,7 +76,7 @@ def test_every_key_declares_its_kind_doc_and_bounds():
 def test_the_schema_and_the_durations_derive_from_the_kinds():
     assert _DURATIONS == tuple(n for n, s in SPECS.items() if s.kind == "duration")
     assert "HEARTBEAT" in _DURATIONS and "LEASE" in _DURATIONS
-    assert ENV_SCHEMA["CONCURRENCY"] is int
+    assert ENV_SCHEMA["CONCURRENCY"] is ENV_SCHEMA["POOL_SIZE"]
     assert ENV_SCHEMA["RETENTION"] is json.loads
     assert set(ENV_SCHEMA) == set(SPECS)
 
@@ -128,9 +128,13 @@ def test_the_bounds_themselves_are_accepted():
         MAX_DEPTH,
     )
     assert (edge.PURGE_BATCH, edge.LEASE) == (100_000, 86400.0)
-    with pytest.raises(ConfigurationError) as refused:
-        load_settings({}, {"ULTIMATE_JOBS_CONCURRENCY": "257"})
-    assert refused.value.key == "CONCURRENCY"
+    for variable in ("257", "\u0663", "1e3"):  # too many; an Arabic-Indic 3; a float
+        with pytest.raises(ConfigurationError) as refused:
+            load_settings({}, {"ULTIMATE_JOBS_CONCURRENCY": variable})
+        assert (refused.value.key, str(refused.value.value)) == (
+            "CONCURRENCY",
+            variable,
+        )
 
 
 def test_the_deepest_input_the_bound_allows_never_reaches_recursion():

@@ -49,6 +49,8 @@ def test_whole_accepts_within_its_bounds(value, kwargs, expected):
         ("3", {}),  # digits only when asked
         ("three", {"digits": True}),
         ("9" * 5000, {"digits": True}),  # past int()'s digit limit: refused, coded
+        ("\u0663", {"digits": True}),  # an Arabic-Indic 3: int() reads it, not we
+        ("1_000", {"digits": True}),
         (None, {}),
     ],
 )

@@ -11,6 +11,7 @@ by type or code, never by their text. Pure: no database, no settings.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from ultimate_jobs.declaration.durations import parse_duration
@@ -19,6 +20,8 @@ from ultimate_jobs.exceptions import InvalidArgument, JobsError
 # (field, value, reason) -> the error to raise.
 Refusal = Callable[[str, object, str], JobsError]
 
+# A whole number in ASCII digits (int() also reads other scripts' digits).
+DIGITS = re.compile(r"[+-]?[0-9]{1,18}")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
@@ -50,10 +53,10 @@ def whole(
     if isinstance(value, int):
         number = value
     elif digits and isinstance(value, str):
-        try:
-            number = int(value.strip())
-        except ValueError:
-            raise error(field, value, reason) from None
+        # ASCII digits only: int() would also read "٣" (B4, issue 31).
+        if not DIGITS.fullmatch(value.strip()):
+            raise error(field, value, reason)
+        number = int(value.strip())
     else:
         raise error(field, value, reason)
     if number < least or (most is not None and number > most):
