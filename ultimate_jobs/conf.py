@@ -24,6 +24,7 @@ import functools
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -620,12 +621,14 @@ def _clean(key: str, value: object) -> Any:
     return _CLEANERS[spec.kind](key, value, spec)
 
 
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _env_duration(value: str) -> float:
     """A duration from a variable: a number of seconds, or "250ms", "5m", "3d"."""
-    try:
-        seconds: object = float(value)
-    except ValueError:
-        seconds = value
+    seconds: object = value
+    if _SECONDS.fullmatch(value.strip()):  # float() also reads "٣" and "1_0"
+        seconds = float(value)
     return parse_duration(seconds, field="environment")
 
 

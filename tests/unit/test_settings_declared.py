@@ -211,3 +211,14 @@ def test_a_count_or_size_cannot_be_declared_without_both_bounds():
         with pytest.raises(TypeError):
             Setting(kind=kind, doc="d", most=1)
     assert Setting(kind="flag", doc="d").least is None
+
+
+@pytest.mark.parametrize("written", ["\u0663s", "\u0663", "1_0", "\uff15s"])
+def test_a_duration_reads_ascii_digits_only(written):
+    """B4: int(), float() and \\d also read other scripts' digits and underscores."""
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings({}, {"ULTIMATE_JOBS_LEASE": written})
+    assert refused.value.key == "LEASE"
+    assert load_settings({}, {"ULTIMATE_JOBS_LEASE": "45"}).LEASE == 45.0
+    assert load_settings({}, {"ULTIMATE_JOBS_LEASE": "2.5"}).LEASE == 2.5
+    assert load_settings({}, {"ULTIMATE_JOBS_LEASE": "1e2"}).LEASE == 100.0
