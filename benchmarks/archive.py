@@ -8,7 +8,7 @@ driver, with no worker process and no Python job body: each cycle enqueues ``--c
 jobs (``job_enqueue``, the rows ``enqueue_many`` builds), claims them all
 (``job_claim_plain``, ``--claim`` rows a statement, as a worker does) and settles them
 done (``job_complete``, the batched ack). With the mover (the default) every cycle then
-runs the archive mover as the scheduler leader does (``runtime/archive.move``, with
+runs the archive mover as the scheduler leader does (``maintenance/archive.move``, with
 ``ARCHIVE_AFTER`` from the settings or ``--after``, batches of ``--move-batch``); ``--no-mover``
 leaves every finished row in the hot table, as before Q2. Autovacuum runs as the
 server is configured.
@@ -158,7 +158,7 @@ class Bench:
         )
 
     def move(self) -> None:
-        from ultimate_jobs.runtime import archive
+        from ultimate_jobs.maintenance import archive
 
         while True:
             done = archive.move(

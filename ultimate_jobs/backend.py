@@ -35,9 +35,9 @@ from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import job
-from ultimate_jobs.exceptions import InvalidQueueName
+from ultimate_jobs.ground.exceptions import InvalidQueueName
+from ultimate_jobs.ground.signals import job_settled
 from ultimate_jobs.models import Job, JobState
-from ultimate_jobs.signals import job_settled
 
 if TYPE_CHECKING:
     from django.tasks import TaskResult, TaskResultStatus, signals

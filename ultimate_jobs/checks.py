@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from ultimate_jobs.conf import load_settings, misnamed_settings, unknown_variables
-from ultimate_jobs.exceptions import ConfigurationError, UnknownSetting
+from ultimate_jobs.ground.exceptions import ConfigurationError, UnknownSetting
 
 
 @register("ultimate_jobs")

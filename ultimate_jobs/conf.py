@@ -33,17 +33,17 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.declaration.bounds import (
+from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.retention import check_retention
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.bounds import (
     DEFAULT_MAX_INPUT_BYTES,
     DEFAULT_MAX_INPUT_DEPTH,
     text_problem,
 )
-from ultimate_jobs.declaration.durations import parse_duration
-from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
-from ultimate_jobs.declaration.retention import check_retention
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import (
     ConfigurationError,
     InvalidArgument,
     JobsError,
@@ -51,6 +51,8 @@ from ultimate_jobs.exceptions import (
 )
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
+# Settings renamed since a release: the old name is refused, naming the new one.
+RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}  # issue 25: "history" is P6 only
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
 Kind = Literal[
@@ -315,8 +317,8 @@ class JobsSettings:
         most=3650 * DAY,
         doc="how long a finished job stays in the hot table before the scheduler "
         "leader moves it to the partitioned archive (SPEC Q2, [scaling.md]"
-        "(scaling.md#partitioned-archive)); named `HISTORY_AFTER` before issue 25, a "
-        "key now refused as unknown with this one named",
+        "(scaling.md#partitioned-archive)); named `HISTORY_AFTER` before issue 25: the "
+        "old name, as a key or a variable, is refused naming this one",
     )
     PURGE_MAX_BATCHES: int = _key(
         100,
@@ -698,10 +700,6 @@ def _from_environment(env: environ.Env, key: str, raw: str) -> Any:
         ) from None
 
 
-# Keys that were renamed: the old name is refused, naming the new one.
-RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}
-
-
 def closest_setting(name: str) -> str:
     """The known key closest to a misspelt or renamed one ('' when none is close)."""
     if name.upper() in RENAMED:
@@ -756,6 +754,12 @@ def load_settings(
             values,
             "expected a dict of settings, e.g. {'LEASE': '30s'}",
         )
+    for old, new in RENAMED.items():  # loud: an old name would be ignored otherwise
+        for key, source in ((old, values), (ENV_PREFIX + old, environ_)):
+            if key in source:
+                raise ConfigurationError(
+                    key, source[key], f"renamed: set {key.replace(old, new)} instead"
+                )
     if unknown := sorted(set(values) - SPECS.keys(), key=str):
         key = unknown[0]
         raise UnknownSetting(

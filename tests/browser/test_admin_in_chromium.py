@@ -21,7 +21,7 @@ from tests.testapp.console_jobs import three_steps
 from tests.testapp.jobs import flaky, noop
 from ultimate_jobs import registry
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Job, JobStep, QueuePause
 from ultimate_jobs.sql import QUERIES
 

@@ -10,7 +10,7 @@ import pytest
 from tests.testapp.jobs import noop, watched
 from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.sql import QUERIES

@@ -17,8 +17,11 @@ from django.db import connection
 from tests.conftest import conninfo, wait_for
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.maintenance import archive
+from ultimate_jobs.maintenance.host import Maintenance
+from ultimate_jobs.maintenance.rollup import ROLLUP_EVERY
+from ultimate_jobs.management.roles import ROLES
 from ultimate_jobs.models import Attempt, Job, JobArchive, JobStep, RunLog
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing.factories import JobFactory, JobStepFactory
@@ -261,3 +264,28 @@ def test_two_movers_never_take_the_same_row():
     assert (one, two) == (2, 3)
     assert [where(job_id) for job_id in ids] == [(0, 1)] * 5
     assert JobArchive.objects.count() == 5
+
+
+@pytest.mark.django_db
+def test_a_maintenance_host_of_its_own_leads_its_role_and_runs_the_chores():
+    """Issue 25 item 6: the chores run outside the cron loop, on a host that holds the
+    maintenance role's lease (``jobs_worker --roles worker,maintenance``): one host
+    leads and moves, another waits; the roll-up comes ROLLUP_EVERY after it began."""
+    old = JobFactory.create(done=True, finished_at=NOW - 2 * MINUTE)
+    settings = load_settings({"SCHEDULER_LEASE": "1h"})  # no lapse between rounds
+    leader = Maintenance(db=DjangoDatabase("default"), holder="m1", settings=settings)
+    standby = Maintenance(db=DjangoDatabase("default"), holder="m2", settings=settings)
+    assert leader.run_once(now=NOW) == ["archive"]
+    assert where(old.id) == (0, 1)
+    later = JobFactory.create(done=True, finished_at=NOW - 2 * MINUTE)
+    assert standby.run_once(now=NOW + archive.MOVE_EVERY) == []  # not the leader
+    assert where(later.id) == (1, 0)
+    assert leader.run_once(now=NOW + archive.MOVE_EVERY) == ["archive"]
+    assert where(later.id) == (0, 1)
+    assert leader.run_once(now=NOW + ROLLUP_EVERY) == ["archive", "rollup"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT role, holder FROM ultimate_jobs_leader_lease ORDER BY role"
+        )
+        assert cursor.fetchall() == [("maintenance", "m1")]
+    assert "maintenance" in ROLES

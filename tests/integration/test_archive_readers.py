@@ -22,9 +22,9 @@ from tests.testapp.tasks import add
 from ultimate_jobs import api
 from ultimate_jobs.api.reads import resolve_id
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import JobDuplicate, JobNotFound
+from ultimate_jobs.ground.exceptions import JobDuplicate, JobNotFound
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Job, JobArchive, JobStep
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.testing.factories import JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,9 @@ from django.utils import timezone
 from ultimate_jobs import NO_TENANT, job
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.jobs import PURGE, purge_tables
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Job, JobArchive
 from ultimate_jobs.retention.jobs import JobRetention
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.testing.factories import JobFactory
 
 pytestmark = pytest.mark.django_db

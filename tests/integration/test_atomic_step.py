@@ -12,7 +12,7 @@ from django.db import transaction
 from tests.testapp.durable_jobs import atomic_write, events, record
 from tests.testapp.models import Record
 from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job, registry
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Job, JobStep
 from ultimate_jobs.sql import QUERIES
 

@@ -15,7 +15,7 @@ from django.db import connection
 from tests.testapp.jobs import flaky, terminal, touch
 from ultimate_jobs import api, registry
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Attempt, Job
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
@@ -94,7 +94,7 @@ def test_retrying_a_dead_job_keeps_the_attempts_of_the_earlier_run(jobs):
         str(new_run),
     ]
     assert all(
-        a["error"].startswith("ultimate_jobs.exceptions.Terminal")
+        a["error"].startswith("ultimate_jobs.ground.exceptions.Terminal")
         or "this input can never work" in a["error"]
         for a in shown["attempts"]
     )

@@ -10,7 +10,7 @@ import pytest
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import api, registry
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES

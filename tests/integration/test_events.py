@@ -27,7 +27,7 @@ from ultimate_jobs import (
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.durable.events import purge_expired_events
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.models import Event, Job, JobStep
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing.factories import EventFactory
@@ -143,7 +143,7 @@ def test_waits_see_their_own_tenant_only(jobs):
 
 
 def test_publish_event_defaults_to_the_current_tenant(jobs):
-    from ultimate_jobs.declaration.context import tenant_scope
+    from ultimate_jobs.ground.context import tenant_scope
 
     await_tenant_event.enqueue(key="ct", tenant="acme")
     jobs.run()

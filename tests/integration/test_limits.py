@@ -19,7 +19,7 @@ from ultimate_jobs import JobDeclarationInvalid, registry
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.run import LEASE_LOST
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.limits.slots import LeaseStore, job_lease_key, keyed_lease_key
 from ultimate_jobs.models import Job, Lease
 from ultimate_jobs.runtime.admission import Admission, admit

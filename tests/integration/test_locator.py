@@ -16,10 +16,10 @@ from tests.testapp.jobs import touch
 from ultimate_jobs.api import locator
 from ultimate_jobs.api.locator import Place, Table
 from ultimate_jobs.db import DirectDatabase, DjangoDatabase
-from ultimate_jobs.declaration.ids import uuid7
-from ultimate_jobs.exceptions import JobNotFound
+from ultimate_jobs.ground.exceptions import JobNotFound
+from ultimate_jobs.ground.ids import uuid7
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Job, JobArchive
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.runtime.relay import Relay
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])

@@ -18,7 +18,7 @@ from tests.testapp.jobs import flaky, terminal, touch
 from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.observability.metrics import UNREGISTERED
 from ultimate_jobs.testing.factories import JobFactory
 

@@ -19,8 +19,8 @@ from tests.testapp.jobs import noop, touch
 from ultimate_jobs import api, publish_event
 from ultimate_jobs.db import DirectDatabase, DjangoDatabase
 from ultimate_jobs.durable.events import reset_events
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Event, Job, JobAction, OutboxMessage, OutboxReceipt
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.testing import JobsTestRunner
 

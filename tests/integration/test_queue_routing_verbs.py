@@ -20,8 +20,8 @@ from ultimate_jobs import NO_TENANT, api, job, recur, unrecur
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.conf import load_settings, on_alias
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Job, JobArchive, QueuePause, Schedule, Worker
-from ultimate_jobs.runtime import archive
 from ultimate_jobs.scheduling import schedules
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.testing import declared, run_jobs

@@ -15,7 +15,7 @@ from django.db import connection
 
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.sql import rows
 
 

@@ -10,7 +10,7 @@ import pytest
 from ultimate_jobs.declaration.decision import UNDECLARED_DELAY, Verdict, decide
 from ultimate_jobs.declaration.definition import NO_TENANT, JobDefinition
 from ultimate_jobs.declaration.retry import Retry, register_error_retry
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     EventTimeout,
     InvalidJobPayload,
     QueryError,

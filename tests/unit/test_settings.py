@@ -259,3 +259,20 @@ def test_queue_routes_refuse_unknown_aliases_and_keys(queues, key, value):
     assert info.value.code == "X_CONFIGURATION"
     assert (info.value.key, info.value.value) == (key, value)
     assert "ROUTES" not in setting_names()
+
+
+@pytest.mark.parametrize(
+    ("values", "environ", "key"),
+    [
+        ({"HISTORY_AFTER": "10s"}, {}, "HISTORY_AFTER"),
+        ({}, {"ULTIMATE_JOBS_HISTORY_AFTER": "10s"}, "ULTIMATE_JOBS_HISTORY_AFTER"),
+    ],
+)
+def test_a_renamed_setting_is_refused_naming_its_new_name(values, environ, key):
+    """Issue 25: HISTORY_AFTER is ARCHIVE_AFTER now; the old name, as a key or as a
+    variable, is refused loudly rather than silently ignored."""
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(values, environ)
+    assert info.value.key == key
+    assert "ARCHIVE_AFTER" in str(info.value)
+    assert load_settings({}, {"ULTIMATE_JOBS_ARCHIVE_AFTER": "10s"}).ARCHIVE_AFTER == 10

@@ -7,7 +7,8 @@ import re
 import pytest
 
 import ultimate_jobs
-from ultimate_jobs import exceptions, sql
+from ultimate_jobs import sql
+from ultimate_jobs.ground import exceptions
 from ultimate_jobs.models import JobState
 
 

@@ -18,9 +18,9 @@ from ultimate_jobs import (
     export_rows,
     job,
 )
-from ultimate_jobs.declaration import validate
 from ultimate_jobs.declaration.definition import NO_TENANT, Declaration, declare
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.limits.budgets import Limits
 
 

@@ -1,5 +1,5 @@
 """The admin's list of jobs in the archive (Q2): finished jobs the scheduler leader moved
-out of the hot table (runtime/archive.py).
+out of the hot table (maintenance/archive.py).
 
 A list only, keyset-paged like the jobs list (the table holds every day of the archive:
 no count, no offset) with the same filters and search. Each row links to the job's

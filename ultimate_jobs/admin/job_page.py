@@ -25,7 +25,7 @@ from ultimate_jobs.admin.job_list import span
 from ultimate_jobs.admin.refusals import moved, refused
 from ultimate_jobs.api import locator
 from ultimate_jobs.api.history import attempts_json
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import FINISHED_STATES, Job, JobStep
 from ultimate_jobs.observability.redaction import shown
 

@@ -25,7 +25,7 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
 from ultimate_jobs.observability.redaction import shown
 

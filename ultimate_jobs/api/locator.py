@@ -30,7 +30,7 @@ from typing import TypeVar
 from django.db.models import Model, QuerySet
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.exceptions import JobNotFound, RowUnreadable
+from ultimate_jobs.ground.exceptions import JobNotFound, RowUnreadable
 from ultimate_jobs.models import Job, JobArchive, OutboxMessage
 from ultimate_jobs.models.archive import as_job
 from ultimate_jobs.observability import metrics

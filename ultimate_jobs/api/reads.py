@@ -20,10 +20,10 @@ from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
 from ultimate_jobs.models import (
     LIVE_STATES,
     Job,

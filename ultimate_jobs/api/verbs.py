@@ -24,12 +24,11 @@ from ultimate_jobs.api.locator import alias_of, load
 from ultimate_jobs.api.reads import parse_job_id
 from ultimate_jobs.conf import queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
-from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobDuplicate,
     JobNotCancellable,
@@ -38,6 +37,8 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
+from ultimate_jobs.ground.ids import uuid7
+from ultimate_jobs.ground.signals import job_cancelled
 from ultimate_jobs.models import (
     FINISHED_STATES,
     Job,
@@ -45,7 +46,6 @@ from ultimate_jobs.models import (
     JobArchive,
     QueuePause,
 )
-from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
 # cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.

@@ -17,19 +17,19 @@ from typing import Any, Literal, cast
 
 from django.apps import apps
 
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.declaration.bounds import text_problem
-from ultimate_jobs.declaration.durations import (
-    Duration,
-    optional_duration,
-    parse_duration,
-)
 from ultimate_jobs.declaration.payload import Signature, read_signature
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE, validate_queue
 from ultimate_jobs.declaration.redaction import check_paths
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.declaration.retry import Retry
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.bounds import text_problem
+from ultimate_jobs.ground.durations import (
+    Duration,
+    optional_duration,
+    parse_duration,
+)
+from ultimate_jobs.ground.exceptions import (
     IdempotencyRequired,
     InvalidArgument,
     JobDeclarationInvalid,

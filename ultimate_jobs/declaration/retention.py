@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.exceptions import JobDeclarationInvalid
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 RETENTION_STATES = ("done", "failed", "dead", "cancelled")
 

@@ -6,9 +6,9 @@ import random
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.declaration.durations import Duration, parse_duration
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.durations import Duration, parse_duration
+from ultimate_jobs.ground.exceptions import (
     JobDeclarationInvalid,
     JobsError,
     RetryAfter,

@@ -18,13 +18,13 @@ from ultimate_jobs.declaration.definition import (
     NoTenant,
     declare,
 )
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.enqueue.options import Enqueued, EnqueueOptions, check_options
 from ultimate_jobs.enqueue.write import enqueue_inputs
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 
 class JobHandle:
@@ -164,4 +164,6 @@ def job(
 
 def register(func: Callable[..., Any], declaration: Declaration) -> JobHandle:
     """Check ``declaration`` of ``func``, register the job and answer its handle."""
-    return registry.register(JobHandle(declare(func, declaration)))
+    handle = JobHandle(declare(func, declaration))
+    registered = registry.register(handle)  # the first handle of a function seen twice
+    return registered if isinstance(registered, JobHandle) else handle

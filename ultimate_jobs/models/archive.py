@@ -1,7 +1,7 @@
 """The archive of finished jobs (Q2): ``ultimate_jobs_job_archive``.
 
 A finished job leaves the hot table for this one after ``ARCHIVE_AFTER``
-(runtime/archive.py moves it). The table is partitioned by the UTC day of
+(maintenance/archive.py moves it). The table is partitioned by the UTC day of
 ``finished_at`` (one partition a day, made ahead by the scheduler leader), so retention
 drops whole days (retention/jobs.py). Django cannot declare a partitioned table: the
 migration creates it with ``RunSQL`` and this model only reads it (``managed =

@@ -12,13 +12,13 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
 
-from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.states import (
     LIVE_STATES,
     JobState,
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.ground.ids import uuid7
 from ultimate_jobs.models.readable import ReadableQuerySet
 
 JobManager = models.Manager.from_queryset(ReadableQuerySet)

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Collection
 
 from ultimate_jobs.db import Unreadable
-from ultimate_jobs.exceptions import QueryError, RowUnreadable
+from ultimate_jobs.ground.exceptions import QueryError, RowUnreadable
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql.rows import Fence

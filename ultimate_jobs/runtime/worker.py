@@ -45,12 +45,11 @@ from typing import Any, cast
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import DatabasePool, DirectDatabase
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.declaration.run import CANCELLED, DRAINING, LEASE_LOST, CancelToken
-from ultimate_jobs.exceptions import QueryError
-from ultimate_jobs.limits.budgets import Budget, Limits
-from ultimate_jobs.limits.caps import claim_parameters, fleet_caps
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.limits.budgets import Budget, Limits, claim_parameters, fleet_caps
 from ultimate_jobs.limits.slots import release_slots
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.acks import Acks

@@ -2,7 +2,7 @@
 --
 -- A finished job leaves ultimate_jobs_job for ultimate_jobs_job_archive (partitioned
 -- by the UTC day of finished_at) once it has been finished for ARCHIVE_AFTER: the
--- scheduler leader runs archive_move in bounded batches (runtime/archive.py). The
+-- scheduler leader runs archive_move in bounded batches (maintenance/archive.py). The
 -- claim, the heartbeat, the settle and the acks never read the archive, so the hot path
 -- is unchanged; the hot table then holds the live backlog and the last ARCHIVE_AFTER
 -- of finished jobs. The readers look in the hot table first, then here.

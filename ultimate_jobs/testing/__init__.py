@@ -29,7 +29,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.durable.events import reset_events
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.executor import Executor
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce

@@ -40,8 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ultimate_jobs.declaration import validate
-from ultimate_jobs.exceptions import WebhookInvalid, WebhookSignatureInvalid
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.exceptions import WebhookInvalid, WebhookSignatureInvalid
 
 if TYPE_CHECKING:
     from django.http import HttpRequest

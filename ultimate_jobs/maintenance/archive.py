@@ -1,7 +1,8 @@
 """The archive mover (Q2): finished jobs leave the hot table for their day of the archive.
 
-``move()`` is one pass, run by the scheduler leader (scheduling/scheduler.py) and by
-the benchmark (benchmarks/archive.py):
+``move()`` is one pass, run by the ``Mover`` chore of the maintenance host
+(maintenance/host.py: in the scheduler leader, or a process of its own) and by the
+benchmark (benchmarks/archive.py):
 
 1. one clock reading, and the oldest finish time the hot table holds;
 2. the day partitions from that day to ``DAYS_AHEAD`` days after today are made
@@ -26,7 +27,9 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
+from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.db import Database
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import QUERIES
 
 logger = logging.getLogger(__name__)
@@ -34,6 +37,7 @@ logger = logging.getLogger(__name__)
 DAYS_AHEAD = 7  # partitions made ahead of today
 MOVE_EVERY = timedelta(seconds=5)  # between the leader's passes while rows move
 MOVE_IDLE_EVERY = timedelta(minutes=5)  # after a pass that moved nothing (C8), at most
+MOVE_BATCHES = 10  # archive_move statements per pass of the leader, at most
 
 
 def idle_every(after: float) -> timedelta:
@@ -100,3 +104,55 @@ def move(
         if count < batch:
             return Pass(moved=moved, made=made, full=False)
     return Pass(moved=moved, made=made, full=True)
+
+
+class Mover:
+    """The archive chore (Q2): one bounded pass of ``move`` when due, on the cadence
+    of the module; a failed pass leaves the rows hot and is tried again at the next
+    cadence."""
+
+    name = "archive"
+
+    def __init__(self, settings: JobsSettings) -> None:
+        self.settings = settings
+        self.moved_at: datetime | None = None  # the last pass (None: due now)
+        self.again = False  # the last pass was full: more rows are due
+        self.every = MOVE_EVERY  # idle_every() after a pass that moved none
+
+    def begin(self, current: datetime) -> None:
+        """Leadership (re)began: nothing to forget."""
+
+    def due(self, current: datetime) -> bool:
+        return (
+            self.again or self.moved_at is None or current - self.moved_at >= self.every
+        )
+
+    def run_once(
+        self, db: Database, current: datetime, driven: datetime | None
+    ) -> Pass | None:
+        """One pass; answers what it did (None: it failed and was logged)."""
+        self.moved_at = current
+        self.again = False
+        try:
+            done = move(
+                db,
+                after=self.settings.ARCHIVE_AFTER,
+                batch=self.settings.PURGE_BATCH,
+                max_batches=MOVE_BATCHES,
+                now=driven,
+            )
+        except QueryError as exc:
+            logger.warning("jobs.archive.move-failed", extra={"error": str(exc)})
+            return None
+        self.again = done.full
+        # C8: an idle leader reads nothing it does not need; a pass that found nothing
+        # to move waits the idle cadence, one that moved rows the busy one.
+        self.every = (
+            MOVE_EVERY if done.moved else idle_every(self.settings.ARCHIVE_AFTER)
+        )
+        if done.moved or done.made:
+            logger.info(
+                "jobs.archive.moved",
+                extra={"moved": done.moved, "partitions_made": done.made},
+            )
+        return done

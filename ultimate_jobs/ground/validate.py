@@ -14,8 +14,8 @@ import math
 import re
 from collections.abc import Callable
 
-from ultimate_jobs.declaration.durations import parse_duration
-from ultimate_jobs.exceptions import InvalidArgument, JobsError
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 
 # (field, value, reason) -> the error to raise.
 Refusal = Callable[[str, object, str], JobsError]
