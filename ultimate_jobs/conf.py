@@ -2,7 +2,7 @@
 
 Each key is declared once, as a field of ``JobsSettings`` whose metadata (``Setting``)
 carries its kind, its bounds and its one-line doc. Everything else derives from it: the
-cleaning of a value (one check per kind, ``declaration/validate.py``), the
+cleaning of a value (one check per kind, ``ground/validate.py``), the
 django-environ schema ``ENV_SCHEMA`` (a cast per kind: durations through the
 declarations' own parser, so ``ULTIMATE_JOBS_LEASE=2s`` means what ``@job(timeout="2s")``
 means), the list of durations and the table of docs/settings.md
@@ -66,7 +66,7 @@ Kind = Literal[
     "networks",
     "retention",
 ]
-MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+HOUR, DAY = 3600.0, 86400.0
 # Handler threads (and pooled connections) per worker process: past this a typo such
 # as 100000 ends in "can't start new thread"; jobs_worker --concurrency agrees.
 MAX_THREADS = 256

@@ -3,7 +3,7 @@
 A job is a module-level function whose first parameter is the run context; the rest is
 its input. ``@job`` (ultimate_jobs.enqueue.handle) and the factories hold their options
 in one frozen ``Declaration``; ``declare`` checks each of its fields (the shared checks
-of declaration/validate.py) and answers a ``JobDefinition``, which the handle wraps to
+of ground/validate.py) and answers a ``JobDefinition``, which the handle wraps to
 put the job on the queue. Pure: no database, no settings.
 """
 
