@@ -125,6 +125,24 @@ def test_a_fragment_is_put_in_place_and_an_unknown_one_is_refused():
         sql.parse("t.sql", "-- name: q :many\n-- Doc.\nSELECT {{nope}};\n")
 
 
+def test_a_fragment_may_include_fragments_but_never_itself():
+    text = (
+        "-- fragment: clock\n-- One clock.\n(SELECT now() AS now) AS clock\n\n"
+        "-- fragment: due\n-- Due rows.\nSELECT id FROM t CROSS JOIN {{clock}}\n\n"
+        "-- name: q :many\n-- Doc.\nWITH d AS ({{due}}) SELECT id FROM d;\n"
+    )
+    [query] = sql.parse("t.sql", text)
+    assert query.text == (
+        "WITH d AS (SELECT id FROM t CROSS JOIN (SELECT now() AS now) AS clock) "
+        "SELECT id FROM d;"
+    )
+    looped = (
+        "-- fragment: a\n-- Loop.\nSELECT {{a}}\n\n-- name: q :many\n-- D.\n{{a}};\n"
+    )
+    with pytest.raises(ValueError, match="fragment 'a' includes itself"):
+        sql.parse("t.sql", looped)
+
+
 def test_the_job_row_has_one_column_list_shared_by_every_write_path():
     """One row type, one column list: the fragment's arrays are JobRow's fields, and
     every statement that writes a job row (or stages one) reads that fragment."""
