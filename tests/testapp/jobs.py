@@ -375,3 +375,4 @@ def exits(run: Run, key: str, how: str) -> None:
 
 if os.environ.get("UJ_TEST_NEXT_DEPLOY") == "1":  # a worker of the next deploy
     from . import next_deploy_jobs  # noqa: F401
+from . import versioned_jobs  # noqa: E402, F401 - P11: version 1, or 2 in the next deploy

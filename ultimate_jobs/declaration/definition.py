@@ -102,6 +102,8 @@ class Declaration:
     retention: Mapping[str, Any] | None = None
     redact: tuple[str, ...] | list[str] | None = None
     store_result: bool = False
+    version: int = 1
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,6 +131,10 @@ class JobDefinition:
     is_async: bool = False
     redact: tuple[str, ...] = ()  # input paths no operator surface shows (B5)
     store_result: bool = False  # keep the body's JSON return value (P8)
+    version: int = 1  # the input's version, stored with each row above 1 (P11)
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(
+        default_factory=dict
+    )  # n -> the function that turns a version-n input into version n+1 (P11)
 
     @property
     def origin(self) -> str:
@@ -168,6 +174,8 @@ class JobDefinition:
             "input": self.signature.describe(),
             "redact": list(self.redact),
             "store_result": self.store_result,
+            "version": self.version,
+            "upgrades_from": sorted(self.upgrade),
         }
 
 
@@ -224,6 +232,49 @@ def check_priority(
     )
 
 
+MAX_VERSION = 10_000
+
+
+def _check_versions(
+    version: object, upgrade: object, job: str
+) -> tuple[int, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]]:
+    """P11: ``version`` a whole number from 1; ``upgrade`` maps each version n below
+    it to a function turning a version-n input into version n+1, with no gap up to
+    version - 1 (an input older than its first key cannot be upgraded)."""
+    refuse = partial(JobDeclarationInvalid, job=job)
+    version = validate.whole(version, field="version", most=MAX_VERSION, error=refuse)
+    if upgrade is None:
+        upgrade = {}
+    if not isinstance(upgrade, Mapping):
+        raise JobDeclarationInvalid(
+            "upgrade", upgrade, "a dict {n: function of a version-n input}", job=job
+        )
+    steps: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    for n, step in upgrade.items():
+        validate.whole(
+            n,
+            field="upgrade",
+            most=version - 1,
+            error=refuse,
+            reason=f"each key is a version from 1 to {version - 1} (version={version})",
+        )
+        if not callable(step):
+            raise JobDeclarationInvalid(
+                f"upgrade[{n}]", step, "a function of a version-n input", job=job
+            )
+        steps[n] = step
+    if steps and set(steps) != set(range(min(steps), version)):
+        missing = sorted(set(range(min(steps), version)) - set(steps))
+        raise JobDeclarationInvalid(
+            "upgrade",
+            sorted(steps),
+            f"no step from version {missing[0]}: each step n -> n+1 up to "
+            f"{version - 1} is needed",
+            job=job,
+        )
+    return version, steps
+
+
 def declare(func: Callable[..., Any], declared: Declaration) -> JobDefinition:
     """Check every field of one ``@job`` declaration; answer the frozen definition."""
     if not callable(func) or not inspect.isfunction(func):
@@ -278,6 +329,7 @@ def declare(func: Callable[..., Any], declared: Declaration) -> JobDefinition:
         )
 
     signature = read_signature(func, job=job_name)
+    version, upgrade = _check_versions(declared.version, declared.upgrade, job_name)
     redact = check_paths(
         declared.redact,
         job=job_name,
@@ -315,4 +367,6 @@ def declare(func: Callable[..., Any], declared: Declaration) -> JobDefinition:
         store_result=validate.flag(
             declared.store_result, field="store_result", error=refuse
         ),
+        version=version,
+        upgrade=upgrade,
     )
