@@ -5,6 +5,8 @@
 - ultimate_jobs.E003: the jobs database alias is missing or is not PostgreSQL.
 - ultimate_jobs.W001: an ULTIMATE_JOBS_<KEY> variable names no setting (a misspelling
   is otherwise silently ignored); the closest known variable is named.
+- ultimate_jobs.W005: a Django setting looks like ULTIMATE_JOBS but is not it
+  (``ULTIMATE_JOB = {...}``, ``ULTIMATE_JOBS_LEASE = "60s"``): it is ignored.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from ultimate_jobs.conf import load_settings, unknown_variables
-from ultimate_jobs.ground.exceptions import ConfigurationError
+from ultimate_jobs.conf import load_settings, misnamed_settings, unknown_variables
+from ultimate_jobs.ground.exceptions import ConfigurationError, UnknownSetting
 
 
 @register("ultimate_jobs")
@@ -33,11 +35,25 @@ def check_variables(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 
 
 @register("ultimate_jobs")
+def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W005: ``ULTIMATE_JOB = {...}`` and other near misses are otherwise silent."""
+    return [
+        Warning(
+            f"settings.{name} is not read by ultimate_jobs"
+            + (f": did you mean {meant}?" if meant else ""),
+            hint="Every setting goes in one dict, ULTIMATE_JOBS (docs/settings.md).",
+            id="ultimate_jobs.W005",
+        )
+        for name, meant in misnamed_settings(dir(settings))
+    ]
+
+
+@register("ultimate_jobs")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         jobs_settings = load_settings(getattr(settings, "ULTIMATE_JOBS", {}))
     except ConfigurationError as exc:
-        unknown = exc.reason.startswith("unknown ULTIMATE_JOBS key")
+        unknown = isinstance(exc, UnknownSetting)
         return [
             Error(
                 f"ULTIMATE_JOBS[{exc.key!r}] = {exc.value!r}: {exc.reason}",
