@@ -10,6 +10,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
+from ultimate_jobs.management.sizes import MAX_BATCH_SIZE, check_count
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.relay import BATCH_SIZE
 
@@ -34,12 +35,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_default_logging(options["verbosity"])
-        if options["batch_size"] < 1:
-            raise CommandError(
-                f"--batch-size={options['batch_size']}: must be at least 1"
-            )
         settings = get_settings()
         try:
+            check_count("--batch-size", options["batch_size"], high=MAX_BATCH_SIZE)
             ensure_postgresql(settings.DATABASE)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
