@@ -21,7 +21,7 @@ from ultimate_jobs.management.sizes import (
     check_count,
     check_processes,
 )
-from ultimate_jobs.management.supervisor import supervise
+from ultimate_jobs.management.supervisor import supervise, watch_supervisor
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
@@ -110,6 +110,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
+        watch_supervisor()  # a child of --processes dies with its supervisor
         raise SystemExit(
             serve(
                 names,
