@@ -19,6 +19,7 @@ import functools
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -33,7 +34,10 @@ from ultimate_jobs.declaration.bounds import (
 )
 from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
 
@@ -95,6 +99,9 @@ class JobsSettings:
     REDACT: tuple[str, ...] = DEFAULT_PATTERNS
     # Networks (CIDR) webhook deliveries may reach although they are not public (B6).
     WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = ()
+    # Regular expressions finding secrets in webhook URL paths, masked in the ledger,
+    # last_error and logs (B6); group 1, else the whole match, is the secret.
+    WEBHOOK_SECRET_PATTERNS: tuple[str, ...] = DEFAULT_SECRET_PATTERNS
     # Log records a body writes through run.logger kept per attempt (0: none kept).
     RUN_LOG_MAX_ENTRIES: int = 200
     # The JSON a store_result=True body may return, in bytes (P8); larger fails the job.
@@ -293,6 +300,19 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _regexes(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigurationError(
+                key, value, f"{item!r} is not a regular expression ({exc})"
+            ) from None
+        out.append(item)
+    return tuple(out)
+
+
 def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind of key
     if key in _DURATIONS:
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
@@ -310,6 +330,8 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         return _patterns(key, value)
     if key == "WEBHOOK_ALLOWED_NETWORKS":
         return _networks(key, value)
+    if key == "WEBHOOK_SECRET_PATTERNS":
+        return _regexes(key, value)
     if key == "RUN_LOG_MAX_ENTRIES":  # 0 keeps no run logs
         return _whole(key, value, least=0)
     if key == "QUEUES":
@@ -390,6 +412,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
     ),
     "QUEUES": _env_queues,
     **dict.fromkeys(("REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
+    "WEBHOOK_SECRET_PATTERNS": json.loads,  # a JSON list: a pattern may hold commas
     **dict.fromkeys(("WAKE", "PREPARED_STATEMENTS"), _env_bool),
     **dict.fromkeys(
         ("DATABASE", "OUTBOX", "ENVIRONMENT", "APP_VERSION", "LOG_FORMAT"), str
