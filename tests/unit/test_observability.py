@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import logging
+import re
 import sys
 import uuid
 from datetime import UTC, datetime
