@@ -97,6 +97,16 @@ def refused(command: str, *args: str) -> str:
             "X_INVALID_ARGUMENT: --batch-size=0: a whole number from 1 to 10000",
         ),
         (
+            "jobs_relay",
+            ("--relay-id", "a\udcffb"),
+            "X_INVALID_ARGUMENT: --relay-id='a\\udcffb': holds a lone surrogate",
+        ),
+        (
+            "jobs_worker",
+            ("--worker-id", "a\udcffb"),
+            "X_INVALID_ARGUMENT: --worker-id='a\\udcffb': holds a lone surrogate",
+        ),
+        (
             "jobs",
             ("list", "--limit", "100000"),
             "X_JOB_PAGE_INVALID: limit=100000",
