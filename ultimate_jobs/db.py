@@ -213,9 +213,18 @@ class DirectDatabase:
     Not shared between threads: each worker thread that runs statements owns one.
     """
 
-    def __init__(self, alias: str, *, application_name: str = "ultimate_jobs") -> None:
+    def __init__(
+        self,
+        alias: str,
+        *,
+        application_name: str = "ultimate_jobs",
+        synchronous_commit: bool = False,
+    ) -> None:
         self.alias = alias
         self.application_name = application_name
+        # True: this session's commits are durable when they return, whatever the
+        # server's synchronous_commit (the relay's, docs/outbox.md; issue 31).
+        self.synchronous_commit = synchronous_commit
         self._conn: psycopg.Connection[Any] | None = None
         self._owner = threading.get_ident()
         self.unreadable: list[Unreadable] = []  # the last run's unreadable rows
@@ -230,6 +239,8 @@ class DirectDatabase:
         params.setdefault("application_name", self.application_name)
         # The hot statements are small; JIT compilation would cost more than it saves.
         options = f"{params.get('options', '')} -c jit=off"
+        if self.synchronous_commit:
+            options += " -c synchronous_commit=on"
         context = params.get("context")
         if context is not None and settings.USE_TZ and _TIMESTAMPTZ_LOADER:
             # Django's adapters load timestamptz in Python (its BaseTzLoader), a tenth
