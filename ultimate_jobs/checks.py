@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from ultimate_jobs.conf import load_settings, unknown_variables
-from ultimate_jobs.exceptions import ConfigurationError, JobsError
+from ultimate_jobs.ground.exceptions import ConfigurationError, JobsError
 from ultimate_jobs.runtime.budget import (
     budget_problem,
     durability_problem,

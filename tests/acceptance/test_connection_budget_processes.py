@@ -87,7 +87,7 @@ def test_operators_keep_their_reserve_and_no_body_completes_twice(
         with small_pg.connect() as conn:
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM ultimate_jobs_job WHERE state = 'done')"
-                " + (SELECT count(*) FROM ultimate_jobs_job_history"
+                " + (SELECT count(*) FROM ultimate_jobs_job_archive"
                 "     WHERE state = 'done')"
             ).fetchone()
             return int(row[0]) if row else 0

@@ -11,7 +11,11 @@ from django.db import transaction
 
 from tests.testapp.jobs import noop
 from ultimate_jobs import api, recur
-from ultimate_jobs.exceptions import InvalidArgument, InvalidCron, InvalidQueueName
+from ultimate_jobs.ground.exceptions import (
+    InvalidArgument,
+    InvalidCron,
+    InvalidQueueName,
+)
 from ultimate_jobs.models import Job, Schedule
 from ultimate_jobs.scheduling.schedules import pause_task, resume_task, trigger
 from ultimate_jobs.scheduling.tasks import task

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from django.core.management import CommandError, call_command
 
-from ultimate_jobs.exceptions import InvalidArgument, InvalidCron
+from ultimate_jobs.ground.exceptions import InvalidArgument, InvalidCron
 from ultimate_jobs.limits.budgets import Limits, parse_queue_budgets, parse_rate
 from ultimate_jobs.management.sizes import (
     MAX_PROCESSES,

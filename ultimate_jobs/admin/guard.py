@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import URLPattern
 
-from ultimate_jobs.declaration.bounds import text_problem
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.bounds import text_problem
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 MAX_PARAMETER_CHARS = 1000  # no filter, search or id the pages read is longer
 

@@ -26,7 +26,7 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
 from ultimate_jobs.observability.redaction import shown
 
@@ -206,12 +206,11 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Any:
-        """The job by id from the hot table, else from history (Q2): the page shows a
-        job that moved exactly as before it moved."""
-        found = super().get_object(request, object_id, from_field)
-        if found is not None or from_field is not None:
-            return found
-        return job_page.from_history(object_id)
+        """The job by id wherever the locator finds it (Q1, Q2): the page shows a job
+        that moved to the archive exactly as before it moved."""
+        if from_field is not None:
+            return super().get_object(request, object_id, from_field)
+        return job_page.located(object_id)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return job_list.KeysetChangeList
@@ -272,7 +271,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
         if job.state in ("done", "running"):
-            # The row keeps the error of an earlier attempt: the history shows it.
+            # The row keeps the error of an earlier attempt: the attempt history shows it.
             return "— (earlier attempts' errors are in the attempt history)"
         return format_html(
             "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"

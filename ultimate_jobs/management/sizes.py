@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 PROCESSES_PER_CPU = 4
 MAX_PROCESSES = 256  # even with --force

@@ -30,7 +30,7 @@ from django.db import connections
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import QUERIES
 
 logger = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
-from ultimate_jobs.declaration.bounds import check_text
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
 from ultimate_jobs.management.sizes import MAX_BATCH_SIZE, check_count
 from ultimate_jobs.observability.logs import configure_default_logging

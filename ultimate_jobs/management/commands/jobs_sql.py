@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration.bounds import json_problem, text_problem
-from ultimate_jobs.exceptions import InvalidArgument, QueryError
+from ultimate_jobs.ground.bounds import json_problem, text_problem
+from ultimate_jobs.ground.exceptions import InvalidArgument, QueryError
 from ultimate_jobs.sql import QUERIES, Query
 
 MAX_DEPTH = 64  # a -p value nested deeper is refused before it is parsed further
