@@ -328,7 +328,18 @@ class DatabasePool:
                 )
 
     def run(self, query: Query[R], /, **params: Any) -> list[R]:
-        member = None if self._closed else self._free.get()
+        return self.run_within(None, query, **params)
+
+    def run_within(
+        self, wait: float | None, query: Query[R], /, **params: Any
+    ) -> list[R]:
+        """``run``, waiting at most ``wait`` seconds for a free connection (None: as
+        long as it takes); past it, QueryError without running anything."""
+        try:
+            member = None if self._closed else self._free.get(timeout=wait)
+        except queue.Empty:
+            busy = psycopg.OperationalError(f"no pooled connection free within {wait}s")
+            raise QueryError(query.name, busy) from None
         try:
             if member is None or self._closed:
                 closed = psycopg.InterfaceError("the connection pool is closed")
