@@ -219,6 +219,9 @@ def chatty(run: Run, key: str) -> None:
 from . import (  # noqa: E402
     durable_jobs,  # noqa: F401 - the durable-step tests' jobs
     hardening_jobs,  # noqa: F401 - the hardening tests' jobs (B4-B7)
+    redaction_jobs,  # noqa: F401 - the derived-field redaction tests' jobs (B5)
+    tenancy_jobs,  # noqa: F401 - the enforced tenancy tests' jobs (B7)
+    triage_jobs,  # noqa: F401 - the dead-letter triage tests' jobs (P10)
 )
 
 # -- limits (L1, L2): bodies stamp when they start and end (time.time_ns(), one clock

@@ -46,6 +46,8 @@ from ultimate_jobs.models import (
     JobArchive,
     QueuePause,
 )
+from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
 
 # cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.
@@ -173,14 +175,18 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
             or "unique" in str(exc.__cause__).lower()
         ):
             job = load(pk, alias=alias)
-            raise JobDuplicate(job.name, job.idempotency_key, None) from exc
+            raise JobDuplicate(
+                job.name, shown_row(job).key(job.idempotency_key), None
+            ) from exc
         raise
     if rows:
         return run_id
     job = load(pk, alias=alias)
     if job.state not in FINISHED_STATES:
         raise JobNotRequeueable(pk, job.state)
-    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job, alias))
+    raise JobDuplicate(
+        job.name, shown_row(job).key(job.idempotency_key), _live_holder(job, alias)
+    )
 
 
 def _live_holder(job: Job, alias: str) -> uuid.UUID | None:
@@ -391,10 +397,14 @@ def bulk(
     queue: str | None = None,
     name: str | None = None,
     tenant_id: str | None = None,
+    fingerprint: str | None = None,
     reason: str = "",
     actor: Any = None,
 ) -> dict[str, int]:
-    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
+    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs;
+    ``fingerprint`` (P10) keeps those whose last failed attempt has it (a dead-letter
+    group: Retry-group is ``bulk("retry", state="dead", fingerprint=F)``, Cancel-group
+    cancels the live jobs still retrying that failure).
 
     Answers ``{"affected": n, "remaining": m}``: ``remaining`` is what another call could
     still move (a row whose key a live job holds is not counted), so calling until it is
@@ -412,7 +422,15 @@ def bulk(
     for field, value in (("name", name), ("tenant_id", tenant_id)):
         if value is not None:  # B4: checked before any statement (issue 31)
             check_text(value, field=field, max_length=200)
-    filters = {"state": state, "queue": queue, "name": name, "tenant_id": tenant_id}
+    if fingerprint is not None:
+        fingerprint = check_fingerprint(fingerprint)
+    filters = {
+        "state": state,
+        "queue": queue,
+        "name": name,
+        "tenant_id": tenant_id,
+        "fingerprint": fingerprint,
+    }
     aliases = (queue_alias(queue),) if queue is not None else reading_aliases()
     ids: list[uuid.UUID] = []
     remaining = 0

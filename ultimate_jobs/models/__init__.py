@@ -17,7 +17,7 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
-from ultimate_jobs.models.archive import JobArchive
+from ultimate_jobs.models.archive import ArchiveCount, JobArchive
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
 from ultimate_jobs.models.console import Dashboard
@@ -40,6 +40,7 @@ from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 __all__ = [
     "FINISHED_STATES",
     "LIVE_STATES",
+    "ArchiveCount",
     "Attempt",
     "BackfillLedger",
     "BackfillStatus",

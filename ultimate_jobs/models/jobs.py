@@ -58,6 +58,15 @@ class JobColumns(models.Model):
     # L2: the lease key of a keyed concurrency limit, computed from the input at enqueue
     # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
+    # B5: what operators may not see, decided at enqueue and kept with the row, so a
+    # process that does not declare the job still hides it. ``redact``: the input paths
+    # the job declared (NULL: none); ``shown_key``: the idempotency key with its hidden
+    # values replaced (NULL: the key holds none, it is shown as it is).
+    redact = models.JSONField(null=True, blank=True)
+    shown_key = models.CharField(max_length=512, null=True, blank=True)  # noqa: DJ001
+    # P10: the fingerprint of the last failed attempt's error (observability/triage.py),
+    # written by the database (a trigger on the hot table, copied by the archive move).
+    fingerprint = models.CharField(max_length=16, null=True, blank=True, editable=False)  # noqa: DJ001
 
     class Meta:
         abstract = True
@@ -126,6 +135,14 @@ class Job(JobColumns):
                 fields=("idempotency_key",),
                 name="ultimate_jobs_job_key",
                 opclasses=("varchar_pattern_ops",),
+            ),
+            # B5: the admin's search matches a key holding a hidden value by its
+            # shown form only (few rows: NULL for every key that holds none).
+            models.Index(
+                fields=("shown_key",),
+                name="ultimate_jobs_job_shown_key",
+                opclasses=("varchar_pattern_ops",),
+                condition=Q(shown_key__isnull=False),
             ),
             # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
             models.Index(

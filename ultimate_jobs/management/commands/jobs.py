@@ -106,6 +106,10 @@ class Command(BaseCommand):
         _filters(listing)
         listing.add_argument("--key", help="jobs holding this idempotency key")
         listing.add_argument(
+            "--fingerprint",
+            help="jobs whose last failed attempt has this fingerprint (P10, jobs show)",
+        )
+        listing.add_argument(
             "--id-prefix", help="ids starting with these hex digits (4 or more)"
         )
         listing.add_argument(
@@ -241,6 +245,7 @@ class Command(BaseCommand):
             id_prefix=options["id_prefix"],
             created_from=instant(options["created_from"], "created_from"),
             created_to=instant(options["created_to"], "created_to"),
+            fingerprint=options["fingerprint"],
             limit=options["limit"],
             after=options["after"],
             before=options["before"],
