@@ -17,6 +17,7 @@ from ultimate_jobs.ground.exceptions import (
     InvalidQueueName,
 )
 from ultimate_jobs.models import Job, Schedule
+from ultimate_jobs.observability import counters
 from ultimate_jobs.scheduling.schedules import pause_task, resume_task, trigger
 from ultimate_jobs.scheduling.tasks import task
 
@@ -48,6 +49,8 @@ def refused_in_a_transaction(call, field):
         (lambda bad: api.bulk("cancel", state="ready", tenant_id=bad), "tenant_id"),
         (lambda bad: api.bulk("cancel", state="ready", name=bad), "name"),
         (lambda bad: api.bulk("cancel", state="ready", queue=bad), "queue"),
+        (lambda bad: api.find_job(bad), "id"),
+        (lambda bad: counters.totals(since="1h", name=bad), "name"),
     ],
 )
 def test_the_verbs_refuse_text_postgresql_cannot_hold(call, field, bad):
