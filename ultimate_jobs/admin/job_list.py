@@ -266,6 +266,26 @@ class KeyFilter(_ValueFilter):
         return queryset.filter(key_matches(value, prefix=False)) if value else queryset
 
 
+class ParentFilter(_ValueFilter):
+    """The children of one job (``?parent=<id>``, S11; a parent's page links to it)."""
+
+    title = "parent"
+    parameter_name = "parent"
+    field = "parent_id"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            parent = uuid.UUID(value)
+        except ValueError:
+            raise IncorrectLookupParameters(
+                f"parent: not a job id: {value!r}"
+            ) from None
+        return queryset.filter(parent_id=parent)
+
+
 class TenantFilter(_ValueFilter):
     """Jobs of one tenant (``?tenant=acme``)."""
 

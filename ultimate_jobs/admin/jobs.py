@@ -23,7 +23,7 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details, job_list, job_page
+from ultimate_jobs.admin import job_details, job_family, job_list, job_page
 from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
@@ -116,6 +116,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         job_list.CreatedToFilter,
         job_list.FiredByFilter,
         job_list.KeyFilter,
+        job_list.ParentFilter,
     )
     # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
     # name); listed so the admin draws its search box.
@@ -154,6 +155,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "pretty_progress",
         "pretty_result",
         "step_trace",
+        "family",
         "logs",
         "backfill_pass",
         "shown_correlation_id",
@@ -345,6 +347,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     logs = staticmethod(job_details.run_logs)
     backfill_pass = staticmethod(job_details.backfill_pass)
     enqueued_by_name = staticmethod(job_details.enqueued_by_name)
+
+    @admin.display(description="parent and children")
+    def family(self, job: Job) -> str:
+        return job_family.family(job)
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

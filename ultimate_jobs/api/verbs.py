@@ -44,7 +44,9 @@ from ultimate_jobs.models import (
     Job,
     JobAction,
     JobArchive,
+    JobStep,
     QueuePause,
+    StepKind,
 )
 from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.observability.triage import check_fingerprint
@@ -214,6 +216,9 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
         raise JobNotCancellable(pk, load(pk).state)
 
 
+CHILDREN_PAGE = 500
+
+
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
     """Cancel one live job on whichever alias holds it (Q1), record who did it, and
     tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
@@ -233,7 +238,41 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
+    _cancel_children(pk, alias, who)
     return str(row["was"])
+
+
+def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
+    """S11: cancelling a parent cancels its live children (and theirs), each recorded
+    like an operator's cancel, in pages of the live-children index."""
+    reason = f"parent {pk} cancelled"
+    while children := _db(alias).run(
+        QUERIES["children_live"], parent_id=pk, limit=CHILDREN_PAGE
+    ):
+        cancelled = [_cancel(child["id"], reason, who) for child in children]
+        if all(was is None for was in cancelled):
+            break  # none of them could be cancelled any more: nothing changes
+    if len(reading_aliases()) > 1:
+        for child in _spawned_elsewhere(pk, alias):
+            _cancel(child, reason, who)
+
+
+def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
+    """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
+    there, so they are found by the parent's spawn steps (not those that answered an
+    existing job's key: that job is not the parent's to cancel)."""
+    outputs = JobStep.objects.using(alias).filter(
+        job_id=pk, kind=StepKind.SPAWN, archived=False
+    )
+    found = [
+        uuid.UUID(o["id"])
+        for o in outputs.values_list("output", flat=True)
+        if isinstance(o, dict) and not o.get("deduped")
+    ]
+    here = set(
+        Job.objects.using(alias).filter(pk__in=found).values_list("pk", flat=True)
+    )
+    return [child for child in found if child not in here]
 
 
 def cancel_by_key(

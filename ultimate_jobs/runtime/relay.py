@@ -165,8 +165,7 @@ class Relay:
         finally:
             if owned and isinstance(db, DirectDatabase):
                 db.close()
-            for target in self._targets.values():
-                target.close()
+            self.close()
             logger.info(
                 "jobs.relay.stopped",
                 extra={"relay_id": self.relay_id, "published": self.published},
@@ -315,6 +314,12 @@ class Relay:
             application_name=f"ultimate_jobs relay {self.relay_id}"[:63],
             synchronous_commit=True,
         )
+
+    def close(self) -> None:
+        """Close the connections this relay opened to the other aliases (Q1)."""
+        for target in self._targets.values():
+            target.close()
+        self._targets.clear()
 
     def deliver(self, target: str, rows: list[StagedJob]) -> int:
         """Q1: publish rows into another alias's queue exactly once, keyed on the
