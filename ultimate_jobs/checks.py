@@ -10,6 +10,8 @@
   max_connections minus the superuser slots and the operator reserve (issue 31).
 - ultimate_jobs.W003 (``check --database``): a jobs alias commits asynchronously
   (synchronous_commit off or local): see docs/outbox.md (issue 31).
+- ultimate_jobs.W005: a Django setting looks like ULTIMATE_JOBS but is not it
+  (``ULTIMATE_JOB = {...}``, ``ULTIMATE_JOBS_LEASE = "60s"``): it is ignored.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
-from ultimate_jobs.conf import load_settings, unknown_variables
-from ultimate_jobs.ground.exceptions import ConfigurationError, JobsError
+from ultimate_jobs.conf import load_settings, misnamed_settings, unknown_variables
+from ultimate_jobs.ground.exceptions import (
+    ConfigurationError,
+    JobsError,
+    UnknownSetting,
+)
 from ultimate_jobs.runtime.budget import (
     budget_problem,
     durability_problem,
@@ -44,11 +50,25 @@ def check_variables(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 
 
 @register("ultimate_jobs")
+def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W005: ``ULTIMATE_JOB = {...}`` and other near misses are otherwise silent."""
+    return [
+        Warning(
+            f"settings.{name} is not read by ultimate_jobs"
+            + (f": did you mean {meant}?" if meant else ""),
+            hint="Every setting goes in one dict, ULTIMATE_JOBS (docs/settings.md).",
+            id="ultimate_jobs.W005",
+        )
+        for name, meant in misnamed_settings(dir(settings))
+    ]
+
+
+@register("ultimate_jobs")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         jobs_settings = load_settings(getattr(settings, "ULTIMATE_JOBS", {}))
     except ConfigurationError as exc:
-        unknown = exc.reason.startswith("unknown ULTIMATE_JOBS key")
+        unknown = isinstance(exc, UnknownSetting)
         return [
             Error(
                 f"ULTIMATE_JOBS[{exc.key!r}] = {exc.value!r}: {exc.reason}",

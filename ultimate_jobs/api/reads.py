@@ -21,6 +21,7 @@ from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
 from ultimate_jobs.models import (
@@ -253,12 +254,13 @@ def list_jobs(
         most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
         once are JobPageInvalid.
     """
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, int)
-        or not 1 <= limit <= MAX_PAGE
-    ):
-        raise JobPageInvalid("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    validate.whole(
+        limit,
+        field="limit",
+        most=MAX_PAGE,
+        error=JobPageInvalid,
+        reason=f"a page holds 1 to {MAX_PAGE} jobs",
+    )
     if after is not None and before is not None:
         raise JobPageInvalid(
             "before", before, "give one cursor: after (older jobs) or before (newer)"

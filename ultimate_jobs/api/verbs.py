@@ -172,10 +172,7 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
                 QUERIES["job_requeue"], id=pk, run_id=run_id, now=None
             )
     except QueryError as exc:
-        if (
-            isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
-            or "unique" in str(exc.__cause__).lower()
-        ):
+        if _unique_violation(exc):
             job = load(pk, alias=alias)
             raise JobDuplicate(
                 job.name, shown_row(job).key(job.idempotency_key), None
@@ -189,6 +186,17 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
     raise JobDuplicate(
         job.name, shown_row(job).key(job.idempotency_key), _live_holder(job, alias)
     )
+
+
+def _unique_violation(error: BaseException) -> bool:
+    """Whether the driver error behind ``error`` is a unique violation (23505): told
+    by its type, through Django's wrapper, never by its message."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.UniqueViolation):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _live_holder(job: Job, alias: str) -> uuid.UUID | None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 
+from ultimate_jobs.conf import MAX_THREADS
 from ultimate_jobs.ground.exceptions import InvalidArgument
 
 PROCESSES_PER_CPU = 4
 MAX_PROCESSES = 256  # even with --force
-MAX_CONCURRENCY = 256  # handler threads per process
+MAX_CONCURRENCY = MAX_THREADS  # handler threads per process, as CONCURRENCY
 MAX_BATCH_SIZE = 10_000  # rows a relay claims per pass
 MAX_BUDGET = 100_000  # --per-queue N, --per-tenant, --global-limit
 MAX_JOBS = 2**31 - 1  # --max-jobs
