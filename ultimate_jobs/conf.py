@@ -34,7 +34,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import (
@@ -64,6 +67,7 @@ Kind = Literal[
     "queues",
     "patterns",
     "networks",
+    "regexes",
     "retention",
 ]
 HOUR, DAY = 3600.0, 86400.0
@@ -375,6 +379,17 @@ class JobsSettings:
         '`["127.0.0.1/32"]` for a local receiver ([security.md]'
         "(security.md#b6-webhooks-reach-public-addresses-only))",
     )
+    WEBHOOK_SECRET_PATTERNS: tuple[str, ...] = _key(
+        DEFAULT_SECRET_PATTERNS,
+        kind="regexes",
+        least=0,
+        most=200,
+        shown="Slack, Discord, Teams, Zapier, Mattermost, Telegram, long tokens",
+        values="list of regular expressions; in the environment a JSON list",
+        doc="secrets in webhook URL paths, masked (`***`) in the ledger, `last_error` "
+        "and logs: group 1 of each match, else the match ([security.md]"
+        "(security.md#b6-webhooks-reach-public-addresses-only); issue 31)",
+    )
     RUN_LOG_MAX_ENTRIES: int = _key(
         200,
         kind="count",
@@ -543,6 +558,19 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _regexes(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigurationError(
+                key, value, f"{item!r} is not a regular expression ({exc})"
+            ) from None
+        out.append(item)
+    return tuple(out)
+
+
 def _bounds(spec: Setting) -> tuple[int, int]:
     """A count's or a size's bounds (every such key declares both: Setting checks)."""
     if spec.least is None or spec.most is None:  # pragma: no cover - refused below
@@ -611,6 +639,7 @@ _CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
     "queues": _sized(_queues),
     "patterns": _sized(_patterns),
     "networks": _sized(_networks),
+    "regexes": _sized(_regexes),
     "retention": _sized(_retention),
 }
 
@@ -668,6 +697,7 @@ _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
     "queues": _env_queues,
     "patterns": list,
     "networks": list,
+    "regexes": json.loads,  # a JSON list: a pattern may hold a comma
     "retention": json.loads,
 }
 ENV_SCHEMA: dict[str, Callable[[str], Any]] = {

@@ -24,6 +24,7 @@ import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's 
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
 from ultimate_jobs.admin import cells, job_details, job_family, job_list, job_page
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -393,7 +394,7 @@ def _stores_result(job: Job) -> bool:
 
 
 @admin.register(QueuePause)
-class QueuePauseAdmin(QueuePauseModelAdmin):
+class QueuePauseAdmin(InputGuard, QueuePauseModelAdmin):
     """The paused queues. A queue is paused from the dashboard's buttons (who is
     recorded, the name checked); deleting a row here resumes the queue through
     ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""

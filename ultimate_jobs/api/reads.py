@@ -85,8 +85,9 @@ def resolve_id(value: object) -> uuid.UUID:
 
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row on whichever alias holds it (Q1), from the hot table, else from
-    the archive (Q2): api/locator.py, ``load``."""
-    return locator.load(job_id)
+    the archive (Q2): api/locator.py, ``load``. A value that is not a job id is
+    refused with InvalidArgument (issue 31: a text id gave Django's ValidationError)."""
+    return locator.load(parse_job_id(job_id))
 
 
 def get(job_id: object) -> dict[str, Any]:
