@@ -5,6 +5,10 @@
 - ultimate_jobs.E003: the jobs database alias is missing or is not PostgreSQL.
 - ultimate_jobs.W001: an ULTIMATE_JOBS_<KEY> variable names no setting (a misspelling
   is otherwise silently ignored); the closest known variable is named.
+- ultimate_jobs.W002: a jobs database lacks migrations of the app: "run manage.py
+  migrate". A database check (``manage.py check --database default``, and ``migrate``
+  itself), as Django's own checks that query are; a warning so that ``migrate`` runs.
+  The worker, the relay and the scheduler refuse to start for the same reason.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from ultimate_jobs.conf import load_settings, unknown_variables
 from ultimate_jobs.exceptions import ConfigurationError
+from ultimate_jobs.models.migration_state import migration_problems
 
 
 @register("ultimate_jobs")
@@ -64,3 +69,23 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         ]
     return []
+
+
+@register("ultimate_jobs", Tags.database)
+def check_migrations(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """W002: a jobs database (of the ones asked about) lacks the app's migrations."""
+    try:
+        aliases = load_settings(getattr(settings, "ULTIMATE_JOBS", {})).aliases
+    except ConfigurationError:
+        return []  # E001/E002 say it
+    asked = tuple(alias for alias in aliases if alias in (databases or ()))
+    return [
+        Warning(
+            problem.message,
+            hint="Workers refuse to start until it is run.",
+            id="ultimate_jobs.W002",
+        )
+        for problem in migration_problems(asked)
+    ]

@@ -99,6 +99,9 @@ class JobsSettings:
     RUN_LOG_MAX_ENTRIES: int = 200
     # The JSON a store_result=True body may return, in bytes (P8); larger fails the job.
     MAX_RESULT_BYTES: int = 64 * 1024
+    # The modules of every installed app imported at start-up to declare their jobs and
+    # tasks: ``jobs`` and the ``tasks`` of Celery, Procrastinate and django.tasks habits.
+    AUTODISCOVER: tuple[str, ...] = ("jobs", "tasks")
 
     def database_for(self, queue: str) -> str:
         """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
@@ -293,6 +296,16 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _module_names(key: str, value: object) -> tuple[str, ...]:
+    names = _strings(key, value)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                key, value, f"{name!r} is not a module name like 'jobs' or 'tasks'"
+            )
+    return names
+
+
 def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind of key
     if key in _DURATIONS:
         return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
@@ -310,6 +323,8 @@ def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind 
         return _patterns(key, value)
     if key == "WEBHOOK_ALLOWED_NETWORKS":
         return _networks(key, value)
+    if key == "AUTODISCOVER":
+        return _module_names(key, value)
     if key == "RUN_LOG_MAX_ENTRIES":  # 0 keeps no run logs
         return _whole(key, value, least=0)
     if key == "QUEUES":
@@ -389,7 +404,7 @@ ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
         int,
     ),
     "QUEUES": _env_queues,
-    **dict.fromkeys(("REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
+    **dict.fromkeys(("REDACT", "WEBHOOK_ALLOWED_NETWORKS", "AUTODISCOVER"), list),
     **dict.fromkeys(("WAKE", "PREPARED_STATEMENTS"), _env_bool),
     **dict.fromkeys(
         ("DATABASE", "OUTBOX", "ENVIRONMENT", "APP_VERSION", "LOG_FORMAT"), str

@@ -152,6 +152,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/8,::1/128",
         "ULTIMATE_JOBS_RUN_LOG_MAX_ENTRIES": "0",
         "ULTIMATE_JOBS_MAX_RESULT_BYTES": "1024",
+        "ULTIMATE_JOBS_AUTODISCOVER": "jobs,workers.background",
     }
     assert {name.removeprefix("ULTIMATE_JOBS_") for name in env} == keys
     read = load_settings({"CONCURRENCY": 2, "LEASE": 30}, env)
@@ -187,6 +188,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         WEBHOOK_ALLOWED_NETWORKS=("10.0.0.0/8", "::1/128"),
         RUN_LOG_MAX_ENTRIES=0,
         MAX_RESULT_BYTES=1024,
+        AUTODISCOVER=("jobs", "workers.background"),
     )
 
 

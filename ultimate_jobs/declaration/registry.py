@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ultimate_jobs.declaration.suggest import did_you_mean
 from ultimate_jobs.exceptions import JobNameTaken, UnknownJob
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Registry:
         try:
             return self._jobs[name]
         except KeyError:
-            raise UnknownJob(name) from None
+            raise UnknownJob(name, did_you_mean(name, self._jobs)) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._jobs

@@ -10,10 +10,12 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.enqueue.queues import check_declared
 from ultimate_jobs.exceptions import JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
 from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
 from ultimate_jobs.management.supervisor import supervise
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
@@ -28,6 +30,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--queues",
             help="comma-separated queues (default: QUEUES, or every declared queue)",
+        )
+        parser.add_argument(
+            "--allow-unknown-queues",
+            action="store_true",
+            help="serve --queues that no job and no QUEUES entry declares "
+            "(default: refuse them, naming the closest declared queue)",
         )
         parser.add_argument(
             "--concurrency", type=int, help="handler threads (default: CONCURRENCY)"
@@ -60,6 +68,7 @@ class Command(BaseCommand):
         settings = get_settings()
         try:
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
             queues = (
                 [
                     validate_queue(q.strip(), field="--queues")
@@ -68,6 +77,9 @@ class Command(BaseCommand):
                 if options["queues"]
                 else None
             )
+            if queues and not options["allow_unknown_queues"]:
+                for queue in queues:
+                    check_declared(queue, settings, field="--queues")
             limits = limits_from_options(options)
             if options["worker_id"] is not None:
                 check_text(
