@@ -209,7 +209,7 @@ def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
     role. ``options`` are the fields of RoleOptions (queues, concurrency, worker_id,
     max_jobs, extra).
     """
-    lifecycle = Lifecycle()
+    lifecycle = Lifecycle(drain_timeout=settings.DRAIN_TIMEOUT)
     lifecycle.install_signals()
     wakes = (
         {alias: Wake(alias, stop=lifecycle.stopping) for alias in settings.aliases}
