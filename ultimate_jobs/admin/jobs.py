@@ -20,13 +20,19 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details, job_list, job_page
+from ultimate_jobs.admin import charts, job_details, job_list, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.exceptions import JobsError
-from ultimate_jobs.models import BackfillLedger, Job, JobCounter, QueuePause
+from ultimate_jobs.models import (
+    BackfillLedger,
+    Job,
+    JobCounter,
+    JobHistory,
+    QueuePause,
+)
 from ultimate_jobs.observability.redaction import shown
 
 BULK_LIMIT = 1000
@@ -142,6 +148,20 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "idempotency_key",
         "enqueued_by",
     )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The live jobs; finished ones move to the archive after HISTORY_AFTER, so the
+        list says where they went once there are any (issue 30)."""
+        extra = {
+            "archived_any": JobHistory.objects.using(get_settings().DATABASE)
+            .order_by()
+            .exists(),
+            "history_after": charts.age(get_settings().HISTORY_AFTER),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The list, read now: a row Python cannot read is left out and named (B4)."""
