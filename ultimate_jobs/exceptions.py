@@ -144,7 +144,7 @@ class InvalidDuration(InvalidArgument):
 
 
 class InvalidQueueName(InvalidArgument):
-    """A queue name does not match ^[a-z0-9][a-z0-9_.-]{0,62}$."""
+    """A queue name does not match ``^[a-z0-9][a-z0-9_.-]{0,62}$``."""
 
     code = "X_INVALID_QUEUE"
 
