@@ -104,7 +104,7 @@ def test_the_dashboard_warns_of_due_jobs_no_live_worker_serves(client, clean_reg
     vanished.enqueue(key="v")
     registry.unregister("tests.vanished")  # a name no code of this deploy declares
     page = client.get(reverse(DASHBOARD)).content.decode()
-    assert page.count('class="warning"') == 2
+    assert page.count('class="uj-warning"') == 2
     assert "Queue <a href" in page and "<code>emials</code></a> has due jobs" in page
     assert "Job <code>tests.vanished</code> (queue <code>default</code>)" in page
     assert "<code>default</code></a> has due jobs" not in page

@@ -24,7 +24,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
 from ultimate_jobs import api
-from ultimate_jobs.admin import charts
+from ultimate_jobs.admin import breadcrumbs, charts
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT
@@ -103,6 +103,7 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             **self.admin_site.each_context(request),
             "title": "Dashboard: queues, throughput and failures",
             "opts": self.opts,
+            "breadcrumbs_ordered": breadcrumbs.ordered(),
             "queues": rows(queues, numbers["hours"]),
             "chart": charts.hourly_bars(
                 total, numbers["hours"], width=576, height=96, label="all queues"

@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from ultimate_jobs import api
+from ultimate_jobs.admin import breadcrumbs
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.models import DeclaredJob
 
@@ -53,7 +54,48 @@ class ManifestAdmin(ReadOnly, DeclaredJobModelAdmin):
             **self.admin_site.each_context(request),
             "title": "Manifest: the jobs and tasks this deploy declares",
             "opts": self.opts,
-            "manifest": api.manifest(),
+            "breadcrumbs_ordered": breadcrumbs.ordered(),
+            "manifest": readable(api.manifest()),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/ultimate_jobs/manifest.html", context)
+
+
+def retention_text(rules: dict[str, Any]) -> str:
+    """``{"done": {"days": 1.0}, "dead": {"last": 100}}`` as people read it:
+    ``done 1d · dead last 100`` (issue 30: the manifest showed raw dicts)."""
+    parts = []
+    for state, rule in rules.items():
+        if isinstance(rule, dict) and set(rule) == {"days"}:
+            parts.append(f"{state} {rule['days']:g}d")
+        elif isinstance(rule, dict) and set(rule) == {"last"}:
+            parts.append(f"{state} last {rule['last']}")
+        elif rule is False:
+            parts.append(f"{state} kept")
+        else:
+            parts.append(f"{state} {rule}")
+    return " · ".join(parts)
+
+
+def concurrency_text(rule: Any) -> str:
+    """``{"limit": 1, "when_busy": "wait", "keyed": True}`` as ``1 per key (wait)``."""
+    if rule is None:
+        return "—"
+    if isinstance(rule, dict) and "limit" in rule:
+        scope = " per key" if rule.get("keyed") else ""
+        busy = f" ({rule['when_busy']})" if rule.get("when_busy") else ""
+        return f"{rule['limit']}{scope}{busy}"
+    return str(rule)
+
+
+def readable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with each job's retention as text, for the page's table."""
+    jobs = [
+        {
+            **row,
+            "retention_text": retention_text(row.get("retention") or {}),
+            "concurrency_text": concurrency_text(row.get("concurrency")),
+        }
+        for row in manifest["jobs"]
+    ]
+    return {**manifest, "jobs": jobs}
