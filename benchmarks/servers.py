@@ -217,16 +217,16 @@ class Layout:
         return counts
 
     def rows(self) -> list[list[tuple[str, str, int, int]]]:
-        """(queue, state, n, attempt) of every job, per server, hot table and history."""
+        """(queue, state, n, attempt) of every job, per server, hot table and the archive."""
         found = []
         for dsn in self.dsns:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 tables = ["ultimate_jobs_job"]
-                history = conn.execute(
-                    "SELECT to_regclass('ultimate_jobs_job_history') IS NOT NULL"
+                archive = conn.execute(
+                    "SELECT to_regclass('ultimate_jobs_job_archive') IS NOT NULL"
                 ).fetchone()
-                if history and history[0]:
-                    tables.append("ultimate_jobs_job_history")
+                if archive and archive[0]:
+                    tables.append("ultimate_jobs_job_archive")
                 union = " UNION ALL ".join(
                     f"SELECT queue, state, (input->>'n')::int, attempt FROM {table}"
                     for table in tables

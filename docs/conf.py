@@ -45,9 +45,9 @@ autodoc_default_options = {"members": True, "undoc-members": False}
 def _drop_module_trees(
     app: Any, what: str, name: str, obj: object, options: object, lines: list[str]
 ) -> None:
-    """ultimate_jobs.exceptions opens with a class tree drawn for a terminal; the
+    """ultimate_jobs.ground.exceptions opens with a class tree drawn for a terminal; the
     reference lists the classes themselves (and errors.md their codes)."""
-    if what == "module" and name == "ultimate_jobs.exceptions":
+    if what == "module" and name == "ultimate_jobs.ground.exceptions":
         lines[:] = ["Everything ultimate_jobs raises; the codes are in :doc:`errors`."]
 
 

@@ -17,11 +17,6 @@ from ultimate_jobs.backfills.runs import (
     pending_backfills,
 )
 from ultimate_jobs.backfills.sweep import Backfill, backfill, registered_backfills
-from ultimate_jobs.declaration.context import (
-    correlation_scope,
-    current_correlation_id,
-    current_tenant,
-)
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, JobDefinition
 from ultimate_jobs.declaration.redaction import REDACTED
 from ultimate_jobs.declaration.registry import Registry, registry
@@ -31,7 +26,13 @@ from ultimate_jobs.declaration.states import CatchUp, JobState, StepKind, StepSt
 from ultimate_jobs.durable.events import Published, publish_event
 from ultimate_jobs.enqueue.handle import JobHandle, job
 from ultimate_jobs.enqueue.options import Enqueued
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.exports import export_part_key, export_rows
+from ultimate_jobs.ground.context import (
+    correlation_scope,
+    current_correlation_id,
+    current_tenant,
+)
+from ultimate_jobs.ground.exceptions import (
     BackfillExcluded,
     BackfillInvalid,
     BackfillMigrationPending,
@@ -92,7 +93,6 @@ from ultimate_jobs.exceptions import (
     WebhookNotFound,
     WebhookSignatureInvalid,
 )
-from ultimate_jobs.exports import export_part_key, export_rows
 from ultimate_jobs.retention.purge import PurgeTarget, purge
 from ultimate_jobs.scheduling.schedules import (
     TaskFire,

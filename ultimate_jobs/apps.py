@@ -8,7 +8,7 @@ from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.exceptions import ConfigurationError
+from ultimate_jobs.ground.exceptions import ConfigurationError
 
 
 class UltimateJobsConfig(AppConfig):

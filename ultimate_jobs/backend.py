@@ -8,7 +8,7 @@ Django's own ``@task`` functions then run on ``manage.py jobs_worker``: each enq
 one job of the bridge job ``ultimate_jobs.django_task`` (declared below) on the task's
 ``queue_name``, with its priority and ``run_after``; the result id is the job id.
 ``get_result(id)`` answers a ``TaskResult`` read from the job row (in the hot table or
-in history, Q2), or, for an enqueue
+in the archive, Q2, found by api/locator.py), or, for an enqueue
 staged in the outbox by a transaction that has not been relayed yet (O1), from the
 outbox row (READY). The task is answered as it was enqueued: the settings given to
 ``.using()`` (priority, queue_name, run_after, backend) are kept in the job's input.
@@ -28,17 +28,16 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from ultimate_jobs.api.reads import locate
+from ultimate_jobs.api import locator
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import job
-from ultimate_jobs.exceptions import InvalidQueueName
-from ultimate_jobs.models import Job, JobHistory, JobState, OutboxMessage
-from ultimate_jobs.models.history import as_job
-from ultimate_jobs.signals import job_settled
+from ultimate_jobs.ground.exceptions import InvalidQueueName
+from ultimate_jobs.ground.signals import job_settled
+from ultimate_jobs.models import Job, JobState
 
 if TYPE_CHECKING:
     from django.tasks import TaskResult, TaskResultStatus, signals
@@ -138,35 +137,19 @@ def stored_json(value: Any) -> Any:
     return json.loads(json.dumps(normalize_json(value)))
 
 
-def _staged(alias: str, pk: uuid.UUID) -> OutboxMessage | None:
-    return OutboxMessage.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
-
-
 def find_result(
     pk: uuid.UUID, *, task: Task[Any, Any] | None = None
 ) -> TaskResult[Any, Any] | None:
-    """The TaskResult of a bridge job: its job row (on whichever alias holds it, Q1),
-    else its staged outbox row (on any alias)."""
-    alias = locate(pk)
-    row = Job.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
-    if row is not None:
-        return task_result(row, task=task)
-    moved = JobHistory.objects.using(alias).filter(pk=pk, name=BRIDGE).first()
-    if moved is not None:  # Q2: finished, and moved to history since
-        return task_result(as_job(moved), task=task)
-    staged = next(
-        (
-            found
-            for source in get_settings().aliases
-            if (found := _staged(source, pk)) is not None
-        ),
-        None,
-    )
-    if staged is None:
+    """The TaskResult of a bridge job wherever the locator finds it (Q1): its job
+    row (hot or archived, Q2), else its staged outbox row (O1)."""
+    found = locator.find(pk)
+    if found is None:
         return None  # never enqueued, rolled back, or purged
-    if staged.published_at is not None:  # relayed between the two reads
-        row = Job.objects.using(locate(pk)).filter(pk=pk, name=BRIDGE).first()
-        return None if row is None else task_result(row, task=task)
+    if found.job is not None:
+        return task_result(found.job, task=task) if found.job.name == BRIDGE else None
+    if found.staged is None or found.staged.name != BRIDGE:
+        return None
+    staged = found.staged
     return _result(
         staged.input,
         result_id=str(staged.id),

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from ultimate_jobs.conf import load_settings, unknown_variables
-from ultimate_jobs.exceptions import ConfigurationError
+from ultimate_jobs.ground.exceptions import ConfigurationError
 from ultimate_jobs.models.migration_state import migration_problems
 
 

@@ -27,17 +27,23 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from ultimate_jobs.declaration.bounds import (
-    DEFAULT_MAX_INPUT_BYTES,
-    DEFAULT_MAX_INPUT_DEPTH,
-)
-from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
 from ultimate_jobs.declaration.retention import check_retention
-from ultimate_jobs.exceptions import ConfigurationError, InvalidArgument, JobsError
+from ultimate_jobs.ground.bounds import (
+    DEFAULT_MAX_INPUT_BYTES,
+    DEFAULT_MAX_INPUT_DEPTH,
+)
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import (
+    ConfigurationError,
+    InvalidArgument,
+    JobsError,
+)
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
+# Settings renamed since a release: the old name is refused, naming the new one.
+RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}  # issue 25: "history" is P6 only
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
 
@@ -85,8 +91,8 @@ class JobsSettings:
     OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
     PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
     # Q2: how long a finished job stays in the hot table before the scheduler leader
-    # moves it to the partitioned history.
-    HISTORY_AFTER: float = 60.0
+    # moves it to the partitioned archive.
+    ARCHIVE_AFTER: float = 60.0
     PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
     MAX_INPUT_BYTES: int = DEFAULT_MAX_INPUT_BYTES  # an input's JSON, in bytes (B4)
     MAX_INPUT_DEPTH: int = DEFAULT_MAX_INPUT_DEPTH  # how deep an input may nest (B4)
@@ -138,7 +144,7 @@ _DURATIONS = (
     "EVENT_RETENTION",
     "OUTBOX_RETENTION",
     "SCHEDULER_LEASE",
-    "HISTORY_AFTER",
+    "ARCHIVE_AFTER",
 )
 
 
@@ -467,6 +473,12 @@ def load_settings(
             values,
             "expected a dict of settings, e.g. {'LEASE': '30s'}",
         )
+    for old, new in RENAMED.items():  # loud: an old name would be ignored otherwise
+        for key, source in ((old, values), (ENV_PREFIX + old, environ_)):
+            if key in source:
+                raise ConfigurationError(
+                    key, source[key], f"renamed: set {key.replace(old, new)} instead"
+                )
     fields = set(setting_names())
     if unknown := sorted(set(values) - fields):
         raise ConfigurationError(

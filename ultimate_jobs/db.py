@@ -38,7 +38,11 @@ from psycopg import adapt
 from psycopg.rows import dict_row
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.exceptions import AppNotInstalled, QueryError, UnsupportedDatabase
+from ultimate_jobs.ground.exceptions import (
+    AppNotInstalled,
+    QueryError,
+    UnsupportedDatabase,
+)
 from ultimate_jobs.sql import Query, arrays
 
 Row = dict[str, Any]

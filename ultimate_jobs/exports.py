@@ -56,20 +56,20 @@ from django.core.files.storage import Storage
 from django.db.models import QuerySet
 
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenant
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import CancelToken, Run
 from ultimate_jobs.enqueue.factory import check_parameters, declare, positive_int
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import (
     ExportInvalid,
     ExportPartTooLarge,
     ExportUnknownColumn,
     ExportWriteConflict,
     JobDeclarationInvalid,
 )
-from ultimate_jobs.keyset import Cursor, check_source, cursor_of, read_page
+from ultimate_jobs.ground.keyset import Cursor, check_source, cursor_of, read_page
 
 Format = Literal["csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("csv", "jsonl")

@@ -26,9 +26,9 @@ from django.core import checks
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
-from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.observability.stats import (
     LiveWorker,
     QueueStats,

@@ -23,7 +23,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
-from ultimate_jobs.declaration.context import correlation_scope, current_traceparent
+from ultimate_jobs.ground.context import correlation_scope, current_traceparent
 
 HEADERS = ("X-Correlation-ID", "X-Request-ID")
 RESPONSE_HEADER = "X-Correlation-ID"

@@ -35,8 +35,8 @@ from typing import Any, Generic, TypeVar
 
 from django.db import models
 
-from ultimate_jobs.declaration.context import current_job, current_tenant
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.context import current_job, current_tenant
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobTenantMismatch,
     TenantScopeRequired,

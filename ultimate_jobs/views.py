@@ -25,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.health import Thresholds, check
 from ultimate_jobs.observability.exposition import exposition_registry
 

@@ -213,11 +213,11 @@ def settle(work, deadline: float) -> bool:
 
 
 def all_present(work) -> bool:
-    """Every expected job has its row, hot or moved to history (Q2)."""
-    from ultimate_jobs.models import Job, JobHistory
+    """Every expected job has its row, hot or moved to the archive (Q2)."""
+    from ultimate_jobs.models import Job, JobArchive
 
     expected = list(work.expected)
-    found = sum(m.objects.filter(pk__in=expected).count() for m in (Job, JobHistory))
+    found = sum(m.objects.filter(pk__in=expected).count() for m in (Job, JobArchive))
     return found == len(expected)
 
 

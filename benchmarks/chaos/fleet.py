@@ -255,9 +255,9 @@ def env_for(server: PrivateServer, records: Path, lease: float) -> dict[str, Any
             "ULTIMATE_JOBS_DRAIN_TIMEOUT": "10s",
             "ULTIMATE_JOBS_IDLE_POLL_MAX": "1s",
             "ULTIMATE_JOBS_LOG_FORMAT": "json",
-            # Q2: finished jobs move to history within the run, so the mover is under
+            # Q2: finished jobs move to the archive within the run, so the mover is under
             # the same faults and every check reads both tables.
-            "ULTIMATE_JOBS_HISTORY_AFTER": "10s",
+            "ULTIMATE_JOBS_ARCHIVE_AFTER": "10s",
         }
     )
     return env

@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import connection
 
-from ultimate_jobs.models import Job, JobHistory, JobStep, OutboxMessage
+from ultimate_jobs.models import Job, JobArchive, JobStep, OutboxMessage
 
 from .fleet import Fault, Fleet
 
@@ -122,7 +122,7 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_job[record["job"]].append(record)
-    # Q2: a job finished more than HISTORY_AFTER ago has moved to history; both count.
+    # Q2: a job finished more than ARCHIVE_AFTER ago has moved to the archive; both count.
     fields = (
         "id",
         "name",
@@ -134,7 +134,7 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     )
     rows = {
         str(r["id"]): r
-        for model in (Job, JobHistory)
+        for model in (Job, JobArchive)
         for r in model.objects.filter(name__startswith="chaosapp.").values(*fields)
     }
 
@@ -242,7 +242,7 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
             "job_id", "name", "output"
         )
     }
-    for moved in JobHistory.objects.filter(name__startswith="chaosapp.").only(
+    for moved in JobArchive.objects.filter(name__startswith="chaosapp.").only(
         "id", "trail"
     ):  # the steps of a moved job travel in its trail (Q2)
         for step in (moved.trail or {}).get("steps") or []:
@@ -279,7 +279,7 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     report.figures["body records"] = len(records)
     report.figures["body executions"] = sum(1 for r in records if r["k"] == "start")
     report.figures["keyed-limit overlaps"] = keyed_overlaps(records)
-    report.figures["jobs moved to history (Q2)"] = JobHistory.objects.filter(
+    report.figures["jobs moved to the archive (Q2)"] = JobArchive.objects.filter(
         name__startswith="chaosapp."
     ).count()
     report.figures["jobs by state"] = dict(Counter(r["state"] for r in rows.values()))

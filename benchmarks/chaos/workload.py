@@ -23,7 +23,7 @@ from django.db import connection, transaction
 
 from tests.chaosapp.jobs import keyed, plain, retrying, staged, stepped
 from ultimate_jobs import JobsError, publish_event
-from ultimate_jobs.models import Job, JobHistory, OutboxMessage
+from ultimate_jobs.models import Job, JobArchive, OutboxMessage
 
 ACCOUNTS = 20  # keys of the keyed limit
 MIX = (  # kind, share of the jobs
@@ -77,7 +77,7 @@ HANDLES = {
 def landed(kind: str, rows: list[dict[str, Any]]) -> list[str] | None:
     """The ids of a wave that reached the database already, or None."""
     keys = [row["key"] for row in rows]
-    models = (OutboxMessage,) if kind == "staged" else (Job, JobHistory)  # Q2
+    models = (OutboxMessage,) if kind == "staged" else (Job, JobArchive)  # Q2
     found = {
         key: job_id
         for model in models

@@ -48,22 +48,35 @@ class PgQueuer(System):
 
 
 class PgQueuerClient(Client):
+    """PgQueuer's producer as its README shows it: ``Queries`` over ``AsyncpgDriver``,
+    driven from this synchronous harness by one event loop kept for the client's life."""
+
     def open(self) -> None:
+        import asyncio
         import os
 
-        from pgqueuer.db import SyncPsycopgDriver
-        from pgqueuer.queries import SyncQueries
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+        from pgqueuer.queries import Queries
 
-        self.connection = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
-        self.queries = SyncQueries(SyncPsycopgDriver(self.connection))
+        self.loop = asyncio.new_event_loop()
+        self.connection = self.loop.run_until_complete(
+            asyncpg.connect(os.environ["DATABASE_URL"])
+        )
+        self.queries = Queries(AsyncpgDriver(self.connection))
 
     def close(self) -> None:
-        self.connection.close()
+        self.loop.run_until_complete(self.connection.close())
+        self.loop.close()
 
     def enqueue(self, n: int) -> None:
-        self.queries.enqueue("noop", b"%d" % n)
+        self.loop.run_until_complete(self.queries.enqueue("noop", b"%d" % n))
 
     def enqueue_many(self, numbers: Sequence[int]) -> None:
-        self.queries.enqueue(
-            ["noop"] * len(numbers), [b"%d" % n for n in numbers], [0] * len(numbers)
+        self.loop.run_until_complete(
+            self.queries.enqueue(
+                ["noop"] * len(numbers),
+                [b"%d" % n for n in numbers],
+                [0] * len(numbers),
+            )
         )

@@ -250,7 +250,7 @@ class Demo:
             "\n"
             f"  Dashboard: {base}/admin/ultimate_jobs/dashboard/\n"
             f"  Jobs:      {base}/admin/ultimate_jobs/job/   (finished ones move to "
-            f"the archive: {base}/admin/ultimate_jobs/jobhistory/)\n"
+            f"the archive: {base}/admin/ultimate_jobs/jobarchive/)\n"
             f"  Metrics:   {base}/metrics    Ready: {base}/health/ready\n"
             "  Enqueue more: .venv/bin/python manage.py demo_seed --count 20\n"
             "  Stop: Ctrl-C (the worker drains; Ctrl-C again stops it now)\n"

@@ -57,8 +57,8 @@ SEEDED_WORK_DONE = [
         " WHERE job.name = 'demo.onboard_org'",
     ),
     (
-        "a finished job the scheduler leader moved to history (Q2, HISTORY_AFTER 2s)",
-        "SELECT count(*) FROM ultimate_jobs_job_history",
+        "a finished job the scheduler leader moved to the archive (Q2, ARCHIVE_AFTER 2s)",
+        "SELECT count(*) FROM ultimate_jobs_job_archive",
     ),
 ]
 

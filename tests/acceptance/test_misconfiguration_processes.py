@@ -19,7 +19,7 @@ ENQUEUE = """
 import django
 django.setup()
 from ultimate_jobs import NO_TENANT, job
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 
 @job(name="probe.hello", idempotency_key=lambda p: "k", tenant=NO_TENANT)
 def hello(run) -> None: ...

@@ -17,13 +17,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from tests import claiming
 from tests.testapp.console_jobs import three_steps
 from tests.testapp.jobs import flaky, noop
-from ultimate_jobs import registry
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job, JobStep, QueuePause
-from ultimate_jobs.sql import QUERIES
 
 SHOTS = Path(__file__).resolve().parent.parent / ".screenshots"
 WIDTH, HEIGHT = 1400, 1000  # the issue's width: no sideways scroll at 1,400 px
@@ -123,16 +121,14 @@ class Console:
 
 def running(job_id: Any) -> None:
     """Claim ``job_id`` as a worker would: running, under a live lease."""
-    DjangoDatabase("default").run(
-        QUERIES["job_claim"],
+    claiming.claim(
+        DjangoDatabase("default"),
         queues=["default"],
         limit=10,
         worker_id="browser-test-worker",
         lease_seconds=600.0,
-        dropped=[],
         names=None,
         now=None,
-        **claim_parameters(registry),
     )
     assert Job.objects.get(pk=job_id).state == "running"
 

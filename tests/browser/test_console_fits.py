@@ -16,14 +16,14 @@ from django.utils import timezone
 
 from tests.browser import test_admin_in_chromium as chromium
 from tests.browser.test_admin_in_chromium import WIDTH, Console, browser
-from tests.integration.test_history_readers import empty_history, move_finished
+from tests.integration.test_archive_readers import empty_archive, move_finished
 from tests.testapp.console_jobs import three_steps
 from tests.testapp.jobs import flaky, noop
 from ultimate_jobs import recur
 from ultimate_jobs.models import WebhookDelivery, WebhookEndpointState, Worker
 
 pytestmark = chromium.pytestmark  # a database, selenium and Chromium, or a skip
-__all__ = ["browser", "empty_history"]  # fixtures, used by name
+__all__ = ["browser", "empty_archive"]  # fixtures, used by name
 
 LONG = "a-rather-long-identifier-that-operators-paste-" * 3
 
@@ -97,7 +97,7 @@ def pages(seeded: dict[str, Any]) -> list[str]:
     ]
 
 
-def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_history):
+def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_archive):
     User.objects.create_superuser("admin", "admin@example.com", "admin")
     seeded = seed(jobs)
     console = Console(browser, live_server.url)
@@ -118,7 +118,7 @@ def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_histo
     assert overflowing == {}, f"wider than {WIDTH} px: {overflowing}"
 
 
-def test_a_job_row_is_one_line(live_server, browser, jobs, empty_history):
+def test_a_job_row_is_one_line(live_server, browser, jobs, empty_archive):
     User.objects.create_superuser("admin", "admin@example.com", "admin")
     seed(jobs)
     console = Console(browser, live_server.url)

@@ -7,29 +7,25 @@ import uuid
 
 import pytest
 
+from tests import claiming
 from tests.testapp.jobs import noop, watched
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.acks import Acks
-from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import Fence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def claim(db, limit):
-    return db.run(
-        QUERIES["job_claim"],
+    return claiming.claim(
+        db,
         queues=["default"],
         limit=limit,
         worker_id="w",
         lease_seconds=30.0,
-        dropped=[],
         names=None,
         now=None,
-        **claim_parameters(registry),
     )
 
 

@@ -16,7 +16,7 @@ from ultimate_jobs import (
     JobNotRequeueable,
     api,
 )
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from tests import claiming
 from tests.testapp.durable_jobs import atomic_write, events, record
 from tests.testapp.models import Record
-from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job, registry
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs import NO_TENANT, InvalidArgument, LeaseLost, api, job
 from ultimate_jobs.models import Job, JobStep
 from ultimate_jobs.sql import QUERIES
 
@@ -72,21 +72,11 @@ def test_a_worker_whose_lease_was_taken_over_cannot_commit_its_writes(
     def taken_over(run):
         def write():
             record(run, "taken", "written")
-            with second_connection.cursor() as cursor:
-                cursor.execute(
-                    QUERIES["job_claim"].text,
-                    {
-                        "queues": ["default"],
-                        "limit": 1,
-                        "worker_id": "other",
-                        "lease_seconds": 30.0,
-                        "dropped": [],
-                        "names": None,
-                        "now": jobs.travel(hours=1),  # the lease has lapsed
-                        **claim_parameters(registry),
-                    },
-                )
-                assert cursor.fetchall()
+            # The lease has lapsed: the staging pass makes the row ready again and
+            # the other worker's claim takes it.
+            assert claiming.claim_on(
+                second_connection, limit=1, worker_id="other", now=jobs.travel(hours=1)
+            )
             return "mine"
 
         return run.atomic_step("write", write)
@@ -125,19 +115,12 @@ def test_an_open_checkpoint_holds_off_a_takeover_but_not_the_heartbeat(
                     "now": None,
                 },
             ).fetchall()[0][1]
-            seen["taken"] = second_connection.execute(
-                QUERIES["job_claim"].text,
-                {
-                    "queues": ["default"],
-                    "limit": 1,
-                    "worker_id": "other",
-                    "lease_seconds": 30.0,
-                    "dropped": [],
-                    "names": None,
-                    "now": jobs.now() + timedelta(hours=1),
-                    **claim_parameters(registry),
-                },
-            ).fetchall()
+            seen["taken"] = claiming.claim_on(
+                second_connection,
+                limit=1,
+                worker_id="other",
+                now=jobs.now() + timedelta(hours=1),
+            )
 
     held_open.enqueue()
     assert [str(a.outcome) for a in jobs.run()] == ["completed"]

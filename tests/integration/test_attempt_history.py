@@ -12,10 +12,10 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from tests import claiming
 from tests.testapp.jobs import flaky, terminal, touch
-from ultimate_jobs import api, registry
+from ultimate_jobs import api
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Attempt, Job
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
@@ -39,16 +39,14 @@ def outline(attempts):
 
 
 def claim(now, worker, lease=5.0):
-    return DB.run(
-        QUERIES["job_claim"],
+    return claiming.claim(
+        DB,
         queues=["default"],
         limit=10,
         worker_id=worker,
         lease_seconds=lease,
-        dropped=[],
         names=None,
         now=now,
-        **claim_parameters(registry),
     )
 
 
@@ -94,13 +92,15 @@ def test_retrying_a_dead_job_keeps_the_attempts_of_the_earlier_run(jobs):
         str(new_run),
     ]
     assert all(
-        a["error"].startswith("ultimate_jobs.exceptions.Terminal")
+        a["error"].startswith("ultimate_jobs.ground.exceptions.Terminal")
         or "this input can never work" in a["error"]
         for a in shown["attempts"]
     )
 
 
-def test_a_lapsed_attempt_is_recorded_by_the_claim_that_takes_the_row_over(jobs):
+def test_a_lapsed_attempt_is_recorded_once_before_a_limited_claim_takes_the_row(jobs):
+    """P6 with the limited claim (W5): the staging pass keeps the attempt that died,
+    the claim that takes the row over counts a new one."""
     answer = touch.enqueue(key="lapsed", tenant="t")
     claim(jobs.now(), "w-dead")
     [second] = claim(jobs.now() + timedelta(seconds=6), "w-2")

@@ -8,7 +8,7 @@ import pytest
 from tests.testapp.jobs import noop, terminal
 from ultimate_jobs import api
 from ultimate_jobs.api import verbs
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db

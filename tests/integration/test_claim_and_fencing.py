@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from tests import claiming
 from tests.testapp.jobs import noop, touch
-from ultimate_jobs import api, registry
+from ultimate_jobs import api
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
@@ -19,16 +19,14 @@ DB = DjangoDatabase("default")
 
 
 def claim(limit=10, queues=("default",), now=None, lease=30.0, worker="w-test"):
-    rows = DB.run(
-        QUERIES["job_claim"],
+    rows = claiming.claim(
+        DB,
         queues=list(queues),
         limit=limit,
         worker_id=worker,
         lease_seconds=lease,
-        dropped=[],
         names=None,
         now=now,
-        **claim_parameters(registry),
     )
     return rows
 
@@ -53,7 +51,7 @@ def test_claim_takes_at_most_limit_in_priority_then_age_order():
     high = noop.using(priority=50).enqueue(key="high")
     rows = claim(limit=3)
     assert [r["id"] for r in rows] == [high.id, first.id, second.id]
-    assert all(r["attempt"] == 1 and not r["buried"] for r in rows)
+    assert all(r["attempt"] == 1 and not r["refused"] for r in rows)
     assert len({r["lease_owner"] for r in rows}) == 3  # a fresh token per claim
     assert [r["id"] for r in claim()] == [low.id]
     assert claim() == []
@@ -113,13 +111,14 @@ def test_a_lapsed_lease_is_claimable_again_with_a_new_token(jobs):
 
 
 @pytest.mark.django_db
-def test_a_lapsed_lease_on_the_final_attempt_is_buried_by_the_claim(jobs):
+def test_a_lapsed_lease_on_the_final_attempt_is_buried_by_the_staging_pass(jobs):
+    """W5: job_stage owns the burial; the claim only ever takes 'ready' rows."""
     answer = touch.enqueue(key="final", tenant="t")
     Job.objects.filter(pk=answer.id).update(max_attempts=2)
     claim(now=jobs.now(), lease=5)
     claim(now=jobs.now() + timedelta(seconds=6), lease=5)  # attempt 2, also dies
-    rows = claim(now=jobs.now() + timedelta(seconds=12), lease=5)
-    assert [(r["id"], r["buried"]) for r in rows] == [(answer.id, True)]
+    [buried] = claiming.stage(DB, now=jobs.now() + timedelta(seconds=12))
+    assert (buried["id"], buried["state"], buried["staged"]) == (answer.id, "dead", 0)
     job = Job.objects.get(pk=answer.id)
     assert (job.state, job.attempt, job.last_error, job.stop_reason) == (
         "dead",

@@ -36,7 +36,7 @@ from ultimate_jobs.backend import (
     django_task,
     from_signals,
 )
-from ultimate_jobs.exceptions import InvalidJobPayload
+from ultimate_jobs.ground.exceptions import InvalidJobPayload
 from ultimate_jobs.models import Job, OutboxMessage
 
 pytestmark = pytest.mark.django_db

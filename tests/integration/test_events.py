@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, connections
 
+from tests import claiming
 from tests.conftest import wait_for
 from tests.testapp.durable_jobs import (
     await_payment,
@@ -25,9 +26,7 @@ from ultimate_jobs import (
     publish_event,
 )
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.durable.events import purge_expired_events
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.models import Event, Job, JobStep
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing.factories import EventFactory
@@ -143,7 +142,7 @@ def test_waits_see_their_own_tenant_only(jobs):
 
 
 def test_publish_event_defaults_to_the_current_tenant(jobs):
-    from ultimate_jobs.declaration.context import tenant_scope
+    from ultimate_jobs.ground.context import tenant_scope
 
     await_tenant_event.enqueue(key="ct", tenant="acme")
     jobs.run()
@@ -190,16 +189,14 @@ def test_a_publication_racing_the_suspension_makes_the_job_due_at_once(jobs):
     db = DjangoDatabase("default")
     # Claim it again, as a worker whose replay reached the wait and found nothing yet.
     api.promote(answer.id)
-    [claimed] = db.run(
-        QUERIES["job_claim"],
+    [claimed] = claiming.claim(
+        db,
         queues=["default"],
         limit=1,
         worker_id="w",
         lease_seconds=30,
-        dropped=[],
         names=None,
         now=jobs.now(),
-        **claim_parameters(registry),
     )
     # The publication lands now: the row is 'running', so only the step is flagged.
     assert publish_event("order.paid", {"order": "o-10", "amount": 1}).woken == 0
@@ -243,16 +240,14 @@ def test_a_suspension_committing_while_a_publication_runs_is_woken(
     answer = await_payment.enqueue(key="race2", order="o-11")
     assert outcomes(jobs) == ["suspended"]
     api.promote(answer.id)
-    [claimed] = DjangoDatabase("default").run(
-        QUERIES["job_claim"],
+    [claimed] = claiming.claim(
+        DjangoDatabase("default"),
         queues=["default"],
         limit=1,
         worker_id="w",
         lease_seconds=30,
-        dropped=[],
         names=None,
         now=None,
-        **claim_parameters(registry),
     )
     second_connection.execute("BEGIN")
     second_connection.execute(

@@ -22,12 +22,12 @@ from tests.testapp.models import Record
 from ultimate_jobs import api
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DirectDatabase
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.ground.signals import job_settled
 from ultimate_jobs.models import Job, OutboxMessage
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.runtime.worker import Worker
-from ultimate_jobs.signals import job_settled
 from ultimate_jobs.sql import Query
 
 R = TypeVar("R")

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from tests.testapp.jobs import noop, terminal
 from ultimate_jobs.api import reads as introspection
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db

@@ -74,7 +74,7 @@ def test_pause_warns_on_a_queue_nobody_declares():
 
 def test_show_takes_the_start_of_an_id_when_one_job_has_it(jobs):
     from ultimate_jobs.api.reads import resolve_id
-    from ultimate_jobs.exceptions import InvalidArgument, JobNotFound
+    from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound
 
     answer = noop.enqueue(key="prefix")
     out, _ = jobs_cmd("show", str(answer.id)[:13], "--json")

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from tests.testapp.jobs import hold, noop
 from tests.testapp.seed_jobs import chatter, refuses
 from ultimate_jobs import JobNotCancellable, api
+from ultimate_jobs.ground.signals import job_attempt_failed, job_cancelled, job_settled
 from ultimate_jobs.models import Job
-from ultimate_jobs.signals import job_attempt_failed, job_cancelled, job_settled
 
 pytestmark = pytest.mark.django_db
 

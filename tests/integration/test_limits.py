@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
+from tests import claiming
 from tests.conftest import wait_for
 from tests.testapp.jobs import capped, exclusive, noop, per_account, solo, touch
 from tests.testapp.models import Record
@@ -19,13 +20,13 @@ from ultimate_jobs import JobDeclarationInvalid, registry
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.run import LEASE_LOST
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.limits.slots import LeaseStore, job_lease_key, keyed_lease_key
 from ultimate_jobs.models import Job, Lease
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.outcomes import Outcome
 from ultimate_jobs.runtime.settle import Settler
-from ultimate_jobs.runtime.worker import Held, Worker
+from ultimate_jobs.runtime.worker import Worker
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing import JobsTestRunner
 from ultimate_jobs.testing.factories import LeaseFactory
@@ -37,16 +38,15 @@ CAPPED = job_lease_key(capped.name)
 def claim(jobs, limit=10, at=timedelta(0), lease=30.0, **rooms):
     params = claim_parameters(registry)
     params.update(rooms)
-    return DB.run(
-        QUERIES["job_claim"],
+    return claiming.claim(
+        DB,
         queues=["default"],
         limit=limit,
         worker_id="w-test",
         lease_seconds=lease,
-        dropped=[],
         names=None,
         now=jobs.now() + at,
-        **params,
+        **rooms,
     )
 
 
@@ -221,16 +221,7 @@ def test_two_claims_racing_for_one_free_slot_take_it_once(second_connection, sta
         Settler(DB).complete(earlier)
     solo.enqueue(key="one")
     two = solo.enqueue(key="two")
-    params = {
-        "queues": ["default"],
-        "limit": 1,
-        "worker_id": "w-2",
-        "lease_seconds": 30.0,
-        "dropped": [],
-        "names": None,
-        "now": None,
-        **claim_parameters(registry),
-    }
+    params = claiming.claim_params(limit=1, worker_id="w-2")
     result = {}
 
     def our_claim():
@@ -377,12 +368,11 @@ def test_a_worker_cancels_a_run_whose_slot_was_taken_over(jobs, caplog, taken_ov
     capped.enqueue(key="a")
     [row] = claim(jobs)
     worker = Worker(settings=load_settings({}), queues=["default"], concurrency=1)
-    entry = Held(row)
-    worker._held[row["id"]] = entry
+    entry = worker.ledger.add(row)
     if taken_over:
         Lease.objects.filter(holder=row["lease_owner"]).update(holder=uuid.uuid4())
-    with caplog.at_level(logging.ERROR, logger="ultimate_jobs.runtime.worker"):
-        worker.beat(DB)  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="ultimate_jobs.runtime.heartbeat"):
+        worker.heartbeat.run_once(DB)  # type: ignore[arg-type]
     assert entry.token.is_set() is taken_over
     assert ("jobs.slot.lost" in caplog.messages) is taken_over
     if taken_over:

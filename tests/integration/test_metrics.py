@@ -13,12 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from tests import claiming
 from tests.prom import Series, ours, parse, value
 from tests.testapp.jobs import flaky, terminal, touch
-from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.limits.caps import claim_parameters
 from ultimate_jobs.observability.metrics import UNREGISTERED
 from ultimate_jobs.testing.factories import JobFactory
 
@@ -46,16 +44,14 @@ def test_queue_gauges_come_from_one_grouped_statement_at_scrape_time(
     touch.using(queue="mq-b", delay="1h").enqueue(key="b-later", tenant="t")
     terminal.using(queue="mq-c").enqueue(key="c-dead")
     assert [str(a.outcome) for a in jobs.run(queues=["mq-c"])] == ["dead-lettered"]
-    claimed = DjangoDatabase("default").run(
-        sql.QUERIES["job_claim"],
+    claimed = claiming.claim(
+        DjangoDatabase("default"),
         queues=["mq-b"],
         limit=5,
         worker_id="w",
         lease_seconds=30.0,
-        dropped=[],
         names=None,
         now=None,
-        **claim_parameters(registry),
     )
     assert [row["name"] for row in claimed] == [touch.name]
 

@@ -16,15 +16,15 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.integration.test_history_readers import empty_history, move_finished
+from tests.integration.test_archive_readers import empty_archive, move_finished
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import NO_TENANT, job
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import UnknownJob, UnknownQueue
+from ultimate_jobs.ground.exceptions import UnknownJob, UnknownQueue
 from ultimate_jobs.models import Job, Worker
 
 DASHBOARD = "admin:ultimate_jobs_dashboard_changelist"
-__all__ = ["empty_history"]  # the fixture, used by name
+__all__ = ["empty_archive"]  # the fixture, used by name
 
 
 def test_an_unknown_queue_at_using_names_the_closest_when_queues_are_explicit(settings):
@@ -117,11 +117,11 @@ def test_the_dashboard_warns_of_due_jobs_no_live_worker_serves(client, clean_reg
 
 @pytest.mark.django_db
 def test_the_jobs_list_points_to_the_archive_once_finished_jobs_moved_there(
-    client, jobs, empty_history
+    client, jobs, empty_archive
 ):
     client.force_login(User.objects.create_superuser("root", password="pw"))
     jobs_list = reverse("admin:ultimate_jobs_job_changelist")
-    archive = reverse("admin:ultimate_jobs_jobhistory_changelist")
+    archive = reverse("admin:ultimate_jobs_jobarchive_changelist")
     page = client.get(jobs_list).content.decode()
     assert 'id="uj-archive-note"' not in page  # nothing archived yet
     assert f'href="{archive}">Archive</a>' in page  # the object tools link it always
@@ -133,4 +133,4 @@ def test_the_jobs_list_points_to_the_archive_once_finished_jobs_moved_there(
     assert note.startswith(
         'id="uj-archive-note">This list holds live jobs and those finished in the last 1m;'
     )
-    assert f'<a href="{archive}">the archive (job history)</a>' in note
+    assert f'<a href="{archive}">the archive</a>' in note

@@ -21,8 +21,8 @@ from tests.testapp.jobs import (
 )
 from tests.testapp.models import Record
 from ultimate_jobs import api, retry_schedule
+from ultimate_jobs.ground.signals import job_settled, job_started
 from ultimate_jobs.models import Job
-from ultimate_jobs.signals import job_settled, job_started
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import wait_for
 from ultimate_jobs import sql
 from ultimate_jobs.db import DatabasePool
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.testapp.jobs import anything
 from ultimate_jobs import JobsError, recur
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.models import Job, Schedule
 
 pytestmark = pytest.mark.django_db

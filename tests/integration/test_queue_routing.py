@@ -19,8 +19,8 @@ from tests.testapp.jobs import noop, touch
 from ultimate_jobs import api, publish_event
 from ultimate_jobs.db import DirectDatabase, DjangoDatabase
 from ultimate_jobs.durable.events import reset_events
+from ultimate_jobs.maintenance import archive
 from ultimate_jobs.models import Event, Job, JobAction, OutboxMessage, OutboxReceipt
-from ultimate_jobs.runtime import history
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.testing import JobsTestRunner
 
@@ -214,8 +214,8 @@ def test_a_publication_in_a_transaction_reaches_other_aliases_when_it_commits(ro
     assert [Event.objects.using(a).count() for a in ("default", "jobs_b")] == [1, 1]
 
 
-def test_a_routed_job_in_history_is_read_and_retried_on_its_alias(settings):
-    """Q1, Q2: each alias moves its own finished jobs to its own history; a read and a
+def test_a_routed_job_in_the_archive_is_read_and_retried_on_its_alias(settings):
+    """Q1, Q2: each alias moves its own finished jobs to its own archive; a read and a
     retry by id find the job there, and the retry brings it back to that alias."""
     settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
     there = touch.using(queue="routed").enqueue(key="moved", tenant="acme")
@@ -225,7 +225,7 @@ def test_a_routed_job_in_history_is_read_and_retried_on_its_alias(settings):
         assert [str(a.outcome) for a in done] == ["completed"]
         finished = Job.objects.using("jobs_b").get(pk=there.id).finished_at
         assert finished is not None
-        moved = history.move(
+        moved = archive.move(
             DjangoDatabase("jobs_b"),
             after=60.0,
             batch=100,
@@ -242,7 +242,7 @@ def test_a_routed_job_in_history_is_read_and_retried_on_its_alias(settings):
         assert Job.objects.using("jobs_b").get(pk=there.id).state == "ready"
     finally:
         with connections["jobs_b"].cursor() as cursor:
-            cursor.execute("TRUNCATE ultimate_jobs_job_history")
+            cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
 
 def test_the_admin_lists_each_aliass_jobs_with_a_database_filter_and_column(

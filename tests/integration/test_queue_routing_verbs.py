@@ -1,6 +1,6 @@
 """Queues routed to database aliases (Q1) under the verbs that name a queue, a key or
 no job at all: a pause is kept where the queue's claims read it, a bulk verb and
-``cancel_by_key`` find their jobs on every alias (history included, Q2), runtime
+``cancel_by_key`` find their jobs on every alias (the archive included, Q2), runtime
 schedules live on their job's queue's alias and fire there, and the dashboard's
 numbers add every alias up."""
 
@@ -20,8 +20,8 @@ from ultimate_jobs import NO_TENANT, api, job, recur, unrecur
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.conf import load_settings, on_alias
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.models import Job, JobHistory, QueuePause, Schedule, Worker
-from ultimate_jobs.runtime import history
+from ultimate_jobs.maintenance import archive
+from ultimate_jobs.models import Job, JobArchive, QueuePause, Schedule, Worker
 from ultimate_jobs.scheduling import schedules
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.testing import declared, run_jobs
@@ -37,9 +37,9 @@ ALIASES = ("default", "jobs_b")
 def routed(settings: Any) -> Iterator[None]:
     settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
     yield
-    for alias in ALIASES:  # Django's flush leaves the unmanaged history alone
+    for alias in ALIASES:  # Django's flush leaves the unmanaged archive alone
         with connections[alias].cursor() as cursor:
-            cursor.execute("TRUNCATE ultimate_jobs_job_history")
+            cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
 
 @pytest.fixture
@@ -64,10 +64,10 @@ def dead(alias: str, key: str, queue: str) -> None:
         JobFactory(job=noop, queue=queue, dead=True, idempotency_key=key)
 
 
-def to_history(alias: str) -> int:
-    """Move every finished job of ``alias``, as its leader does after HISTORY_AFTER."""
+def to_archive(alias: str) -> int:
+    """Move every finished job of ``alias``, as its leader does after ARCHIVE_AFTER."""
     now = datetime.now(UTC) + timedelta(minutes=5)
-    done = history.move(
+    done = archive.move(
         DjangoDatabase(alias), after=60.0, batch=1000, max_batches=10, now=now
     )
     return done.moved
@@ -92,17 +92,17 @@ def test_a_pause_is_kept_on_the_alias_whose_claims_read_it():
     assert api.paused_queues() == []
 
 
-def test_a_bulk_retry_finds_dead_jobs_on_every_alias_and_in_history():
+def test_a_bulk_retry_finds_dead_jobs_on_every_alias_and_in_the_archive():
     """Q1, Q2, P2: without a queue the bulk retry spans every alias, the jobs moved to
-    history included; with one, only the alias that holds it."""
+    the archive included; with one, only the alias that holds it."""
     dead("default", "here", "default")
     dead("jobs_b", "there-hot", "routed")
     dead("jobs_b", "there-old", "routed")
-    assert to_history("jobs_b") == 2
+    assert to_archive("jobs_b") == 2
     dead("jobs_b", "there-new", "routed")
     answer = api.bulk("retry", state="dead", queue="routed", actor="ops")
     assert answer == {"affected": 3, "remaining": 0}
-    assert not JobHistory.objects.using("jobs_b").exists()
+    assert not JobArchive.objects.using("jobs_b").exists()
     assert sorted(
         Job.objects.using("jobs_b").values_list("idempotency_key", "state")
     ) == [("there-hot", "ready"), ("there-new", "ready"), ("there-old", "ready")]

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 from ultimate_jobs import next_run, task_registry
-from ultimate_jobs.exceptions import InvalidJobPayload
+from ultimate_jobs.ground.exceptions import InvalidJobPayload
 from ultimate_jobs.models import Job
 
 QUICKSTART = REPO / "docs" / "quickstart.md"

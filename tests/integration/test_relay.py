@@ -13,7 +13,7 @@ from tests.testapp.models import Record
 from ultimate_jobs import Enqueued, OutboxNoTx
 from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.models import Job, OutboxMessage
 from ultimate_jobs.runtime.relay import Relay
 

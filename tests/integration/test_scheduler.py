@@ -17,7 +17,7 @@ from tests.testapp.jobs import noop, touch
 from ultimate_jobs import pause_task, resume_task, task, task_registry, trigger
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import QueryError, TaskRunning
+from ultimate_jobs.ground.exceptions import QueryError, TaskRunning
 from ultimate_jobs.models import Job, LeaderLease, TaskWatermark
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.testing.factories import TaskWatermarkFactory

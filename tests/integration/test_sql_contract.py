@@ -15,7 +15,7 @@ from django.db import connection
 
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
-from ultimate_jobs.limits.caps import claim_parameters
+from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.sql import rows
 
 
@@ -39,7 +39,6 @@ def test_the_claim_uses_the_partial_ready_index_on_a_large_table():
                 "limit": 10,
                 "worker_id": "w",
                 "lease_seconds": 30.0,
-                "dropped": [],
                 "names": None,
                 "now": None,
                 **claim_parameters(registry),

@@ -59,7 +59,7 @@ def test_a_result_past_max_result_bytes_fails_the_job_with_a_coded_error(
 
 def test_store_result_must_be_a_bool():
     from ultimate_jobs import job
-    from ultimate_jobs.exceptions import JobDeclarationInvalid
+    from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
     def bad(run) -> None:  # pragma: no cover - never declared
         pass

@@ -19,7 +19,7 @@ from ultimate_jobs import (
     current_tenant,
     job,
 )
-from ultimate_jobs.exceptions import InvalidJobPayload
+from ultimate_jobs.ground.exceptions import InvalidJobPayload
 
 from .models import Record
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from ultimate_jobs.exceptions import InvalidCron, InvalidTimezone
+from ultimate_jobs.ground.exceptions import InvalidCron, InvalidTimezone
 from ultimate_jobs.scheduling.cron import CronSchedule, check_timezone, parse_cron
 
 # -- declaration-time checks (C1, B1) -------------------------------------------------

@@ -16,10 +16,14 @@ from ultimate_jobs import (
     register_error_retry,
     retry_schedule,
 )
-from ultimate_jobs.declaration.durations import parse_duration
-from ultimate_jobs.declaration.ids import uuid7, uuid7s
 from ultimate_jobs.declaration.retry import classify
-from ultimate_jobs.exceptions import InvalidDuration, InvalidJobPayload, JobAborted
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import (
+    InvalidDuration,
+    InvalidJobPayload,
+    JobAborted,
+)
+from ultimate_jobs.ground.ids import uuid7, uuid7s
 
 
 @pytest.mark.parametrize(

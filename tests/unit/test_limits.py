@@ -12,11 +12,11 @@ from ultimate_jobs.limits.budgets import (
     Budget,
     Limits,
     add_limit_arguments,
+    fleet_caps,
     limits_from_options,
     parse_queue_budgets,
     parse_rate,
 )
-from ultimate_jobs.limits.caps import fleet_caps
 from ultimate_jobs.limits.slots import job_lease_key, keyed_lease_key
 
 

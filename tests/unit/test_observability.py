@@ -25,8 +25,8 @@ from ultimate_jobs import (
     current_correlation_id,
 )
 from ultimate_jobs.conf import load_settings
-from ultimate_jobs.declaration.context import current_traceparent
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.context import current_traceparent
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.health import Thresholds, judge, readiness
 from ultimate_jobs.management.supervisor import child_command
 from ultimate_jobs.middleware import CorrelationIdMiddleware

@@ -143,7 +143,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_LOG_FORMAT": "json",
         "ULTIMATE_JOBS_EVENT_RETENTION": "1d",
         "ULTIMATE_JOBS_OUTBOX_RETENTION": "2d",
-        "ULTIMATE_JOBS_HISTORY_AFTER": "10m",
+        "ULTIMATE_JOBS_ARCHIVE_AFTER": "10m",
         "ULTIMATE_JOBS_PURGE_BATCH": "500",
         "ULTIMATE_JOBS_PURGE_MAX_BATCHES": "7",
         "ULTIMATE_JOBS_MAX_INPUT_BYTES": "4096",
@@ -179,7 +179,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         LOG_FORMAT="json",
         EVENT_RETENTION=86400.0,
         OUTBOX_RETENTION=172800.0,
-        HISTORY_AFTER=600.0,
+        ARCHIVE_AFTER=600.0,
         PURGE_BATCH=500,
         PURGE_MAX_BATCHES=7,
         MAX_INPUT_BYTES=4096,
@@ -261,3 +261,20 @@ def test_queue_routes_refuse_unknown_aliases_and_keys(queues, key, value):
     assert info.value.code == "X_CONFIGURATION"
     assert (info.value.key, info.value.value) == (key, value)
     assert "ROUTES" not in setting_names()
+
+
+@pytest.mark.parametrize(
+    ("values", "environ", "key"),
+    [
+        ({"HISTORY_AFTER": "10s"}, {}, "HISTORY_AFTER"),
+        ({}, {"ULTIMATE_JOBS_HISTORY_AFTER": "10s"}, "ULTIMATE_JOBS_HISTORY_AFTER"),
+    ],
+)
+def test_a_renamed_setting_is_refused_naming_its_new_name(values, environ, key):
+    """Issue 25: HISTORY_AFTER is ARCHIVE_AFTER now; the old name, as a key or as a
+    variable, is refused loudly rather than silently ignored."""
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(values, environ)
+    assert info.value.key == key
+    assert "ARCHIVE_AFTER" in str(info.value)
+    assert load_settings({}, {"ULTIMATE_JOBS_ARCHIVE_AFTER": "10s"}).ARCHIVE_AFTER == 10

@@ -7,7 +7,8 @@ import re
 import pytest
 
 import ultimate_jobs
-from ultimate_jobs import exceptions, sql
+from ultimate_jobs import sql
+from ultimate_jobs.ground import exceptions
 from ultimate_jobs.models import JobState
 
 
@@ -122,6 +123,24 @@ def test_a_fragment_is_put_in_place_and_an_unknown_one_is_refused():
     assert query.params == {"n"}
     with pytest.raises(ValueError, match="unknown fragment 'nope'"):
         sql.parse("t.sql", "-- name: q :many\n-- Doc.\nSELECT {{nope}};\n")
+
+
+def test_a_fragment_may_include_fragments_but_never_itself():
+    text = (
+        "-- fragment: clock\n-- One clock.\n(SELECT now() AS now) AS clock\n\n"
+        "-- fragment: due\n-- Due rows.\nSELECT id FROM t CROSS JOIN {{clock}}\n\n"
+        "-- name: q :many\n-- Doc.\nWITH d AS ({{due}}) SELECT id FROM d;\n"
+    )
+    [query] = sql.parse("t.sql", text)
+    assert query.text == (
+        "WITH d AS (SELECT id FROM t CROSS JOIN (SELECT now() AS now) AS clock) "
+        "SELECT id FROM d;"
+    )
+    looped = (
+        "-- fragment: a\n-- Loop.\nSELECT {{a}}\n\n-- name: q :many\n-- D.\n{{a}};\n"
+    )
+    with pytest.raises(ValueError, match="fragment 'a' includes itself"):
+        sql.parse("t.sql", looped)
 
 
 def test_the_job_row_has_one_column_list_shared_by_every_write_path():

@@ -6,8 +6,8 @@ Django's admin autodiscovery imports this package; importing it registers every 
 from __future__ import annotations
 
 from ultimate_jobs.admin import (
+    archive,
     dashboard,
-    history,
     jobs,
     manifest,
     scheduling,
@@ -16,8 +16,8 @@ from ultimate_jobs.admin import (
 )
 
 __all__ = [
+    "archive",
     "dashboard",
-    "history",
     "jobs",
     "manifest",
     "scheduling",

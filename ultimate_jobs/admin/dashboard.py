@@ -31,7 +31,7 @@ from ultimate_jobs.api import BULK_LIMIT
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.api.unserved import unserved
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import Dashboard
 
 if TYPE_CHECKING:

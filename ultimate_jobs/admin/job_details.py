@@ -58,7 +58,9 @@ def backfill_pass(job: Job) -> str:
 @admin.display(description="logs (run.logger)")
 def run_logs(job: Job) -> str:
     """The lines each attempt kept, grouped by attempt, oldest first."""
-    groups = runlogs.as_json(job.logs.all())  # in id order; from trail in history (Q2)
+    groups = runlogs.as_json(
+        job.logs.all()
+    )  # in id order; from trail in the archive (Q2)
     if not groups:
         return "—"
     blocks = []

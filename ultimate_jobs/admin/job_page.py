@@ -23,8 +23,9 @@ from django.utils.html import format_html, format_html_join
 from ultimate_jobs import api
 from ultimate_jobs.admin.job_list import span
 from ultimate_jobs.admin.refusals import moved, refused
+from ultimate_jobs.api import locator
 from ultimate_jobs.api.history import attempts_json
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import FINISHED_STATES, Job, JobStep
 from ultimate_jobs.observability.redaction import shown
 
@@ -53,11 +54,12 @@ def offered(job: Job, *, operate: bool, remove: bool) -> list[tuple[str, str]]:
     return [(verb, LABELS[verb]) for verb in verbs]
 
 
-def from_history(object_id: str) -> Job | None:
-    """The job of ``object_id`` from history (Q2), as the page's Job; None when the
-    id is not a job id or no such job moved."""
+def located(object_id: str) -> Job | None:
+    """The job of ``object_id`` wherever it is (api/locator.py: its alias, the hot
+    table or the archive, Q1, Q2), as the page's Job; None when the id is not a job id
+    or no such job is stored."""
     try:
-        return api.find_job(uuid.UUID(str(object_id)))
+        return locator.load(uuid.UUID(str(object_id)))
     except (ValueError, JobsError):
         return None
 

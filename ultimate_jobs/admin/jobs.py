@@ -25,12 +25,12 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import (
     BackfillLedger,
     Job,
+    JobArchive,
     JobCounter,
-    JobHistory,
     QueuePause,
 )
 from ultimate_jobs.observability.redaction import shown
@@ -152,13 +152,13 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        """The live jobs; finished ones move to the archive after HISTORY_AFTER, so the
+        """The live jobs; finished ones move to the archive after ARCHIVE_AFTER, so the
         list says where they went once there are any (issue 30)."""
         extra = {
-            "archived_any": JobHistory.objects.using(get_settings().DATABASE)
+            "archived_any": JobArchive.objects.using(get_settings().DATABASE)
             .order_by()
             .exists(),
-            "history_after": charts.age(get_settings().HISTORY_AFTER),
+            "archive_after": charts.age(get_settings().ARCHIVE_AFTER),
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra)
@@ -225,12 +225,11 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Any:
-        """The job by id from the hot table, else from history (Q2): the page shows a
-        job that moved exactly as before it moved."""
-        found = super().get_object(request, object_id, from_field)
-        if found is not None or from_field is not None:
-            return found
-        return job_page.from_history(object_id)
+        """The job by id wherever the locator finds it (Q1, Q2): the page shows a job
+        that moved to the archive exactly as before it moved."""
+        if from_field is not None:
+            return super().get_object(request, object_id, from_field)
+        return job_page.located(object_id)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return job_list.KeysetChangeList
@@ -291,7 +290,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="last error")
     def pretty_error(self, job: Job) -> str:
         if job.state in ("done", "running"):
-            # The row keeps the error of an earlier attempt: the history shows it.
+            # The row keeps the error of an earlier attempt: the attempt history shows it.
             return "— (earlier attempts' errors are in the attempt history)"
         return format_html(
             "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"

@@ -7,7 +7,7 @@ cancelled.``), never a bare error code. The code is kept in brackets for searchi
 
 from __future__ import annotations
 
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobDuplicate,
     JobNotCancellable,

@@ -25,7 +25,7 @@ from ultimate_jobs.admin.job_list import DatabaseFilter
 from ultimate_jobs.admin.permissions import NoAddOrDelete, ReadOnly
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import LeaderLease, Schedule, TaskWatermark
 from ultimate_jobs.scheduling import schedules
 

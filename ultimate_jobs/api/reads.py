@@ -14,28 +14,24 @@ from typing import Any
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
+from ultimate_jobs.api import locator
 from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import (
-    InvalidArgument,
-    JobNotFound,
-    JobPageInvalid,
-    RowUnreadable,
-)
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
 from ultimate_jobs.models import (
     LIVE_STATES,
     Job,
     JobAction,
-    JobHistory,
+    JobArchive,
     JobState,
     Worker,
 )
-from ultimate_jobs.models.history import as_job
+from ultimate_jobs.models.archive import as_job
 from ultimate_jobs.observability import metrics, runlogs
 from ultimate_jobs.observability.redaction import shown
 from ultimate_jobs.sql import QUERIES
@@ -70,7 +66,7 @@ def resolve_id(value: object) -> uuid.UUID:
     found = sorted(
         {
             pk
-            for rows in (_jobs(), _history())
+            for rows in (_jobs(), _archive())
             for pk in rows.filter(id__gte=low, id__lte=high)
             .order_by("id")
             .values_list("id", flat=True)[:2]
@@ -85,42 +81,10 @@ def resolve_id(value: object) -> uuid.UUID:
     )
 
 
-def locate(job_id: uuid.UUID) -> str:
-    """The alias whose tables hold the job (Q1): the first of ``aliases`` that has
-    the id in its hot table or its history (Q2), else DATABASE (where a JobNotFound is
-    then reported)."""
-    aliases = get_settings().aliases
-    for alias in aliases[1:]:
-        if Job.objects.using(alias).filter(pk=job_id).exists():
-            return alias
-        if JobHistory.objects.using(alias).filter(pk=job_id).exists():
-            return alias
-    return aliases[0]
-
-
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row on whichever alias holds it (Q1), from the hot table, else from
-    history (Q2: a job in history is answered as a Job with its steps, attempts and
-    logs); JobNotFound when in neither (RowUnreadable for a row Python cannot read,
-    B4)."""
-    found = Job.objects.using(locate(job_id)).filter(pk=job_id)[:1]
-    rows = list(found)
-    if not rows and getattr(found, "unreadable", None):
-        metrics.row_unreadable("job")
-        raise RowUnreadable("ultimate_jobs_job", job_id, found.unreadable[0][1])
-    if rows:
-        return rows[0]
-    for alias in get_settings().aliases:  # every alias keeps its own history
-        moved = JobHistory.objects.using(alias).filter(pk=job_id)[:1]
-        kept = list(moved)
-        if not kept and getattr(moved, "unreadable", None):
-            metrics.row_unreadable("job")
-            raise RowUnreadable(
-                "ultimate_jobs_job_history", job_id, moved.unreadable[0][1]
-            )
-        if kept:
-            return as_job(kept[0])
-    raise JobNotFound(job_id)
+    the archive (Q2): api/locator.py, ``load``."""
+    return locator.load(job_id)
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -229,8 +193,8 @@ def _jobs() -> QuerySet[Job]:
     return Job.objects.using(get_settings().DATABASE)
 
 
-def _history() -> QuerySet[JobHistory]:
-    return JobHistory.objects.using(get_settings().DATABASE)
+def _archive() -> QuerySet[JobArchive]:
+    return JobArchive.objects.using(get_settings().DATABASE)
 
 
 def list_jobs(
@@ -287,7 +251,7 @@ def list_jobs(
     )
     tables: list[QuerySet[Any]] = [_jobs().filter(filters)]
     if state is None or state not in LIVE_STATES:
-        tables.append(_history().filter(filters))  # Q2: history holds no live job
+        tables.append(_archive().filter(filters))  # Q2: the archive holds no live job
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):
@@ -354,8 +318,8 @@ Entry = tuple[uuid.UUID, "Job | str"]  # a row, or the error of one Python canno
 
 def _read(fetched: QuerySet[Any], *, newest_first: bool) -> list[Entry]:
     """The rows of a page, in id order; an unreadable one (B4) as its id and error;
-    a row of history as a Job (Q2)."""
-    read = [as_job(row) if isinstance(row, JobHistory) else row for row in fetched]
+    a row of the archive as a Job (Q2)."""
+    read = [as_job(row) if isinstance(row, JobArchive) else row for row in fetched]
     skipped = getattr(fetched, "unreadable", [])
     if skipped:
         metrics.row_unreadable("job", len(skipped))
@@ -371,10 +335,10 @@ def _pages(
     after: str | uuid.UUID | None,
     before: str | uuid.UUID | None,
 ) -> tuple[list[Entry], bool, bool]:
-    """A page newest first over the hot table and history (Q2), whether older rows
+    """A page newest first over the hot table and the archive (Q2), whether older rows
     follow it and whether newer precede it: each table's page by id, merged (ids are
     unique across both: a move deletes the hot row in the statement that writes the
-    history one)."""
+    archive one)."""
     if before is not None:
         # The page just newer than the cursor: read upwards, answer newest first.
         cursor = _cursor("before", before)

@@ -20,15 +20,15 @@ from typing import Any
 import psycopg
 from django.db import transaction
 
-from ultimate_jobs.api.reads import find_job, locate, parse_job_id
-from ultimate_jobs.conf import get_settings, on_alias, queue_alias, reading_aliases
+from ultimate_jobs.api.locator import alias_of, load
+from ultimate_jobs.api.reads import parse_job_id
+from ultimate_jobs.conf import queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
-from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobDuplicate,
     JobNotCancellable,
@@ -37,22 +37,23 @@ from ultimate_jobs.exceptions import (
     JobNotRequeueable,
     QueryError,
 )
+from ultimate_jobs.ground.ids import uuid7
+from ultimate_jobs.ground.signals import job_cancelled
 from ultimate_jobs.models import (
     FINISHED_STATES,
     Job,
     JobAction,
-    JobHistory,
+    JobArchive,
     QueuePause,
 )
-from ultimate_jobs.signals import job_cancelled
 from ultimate_jobs.sql import QUERIES
 
 # cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.
 ANY_TENANT: object = object()
 
 
-def _db(alias: str | None = None) -> DjangoDatabase:
-    return DjangoDatabase(alias or get_settings().DATABASE)
+def _db(alias: str) -> DjangoDatabase:
+    return DjangoDatabase(alias)
 
 
 MAX_ACTOR_LENGTH = 255
@@ -94,14 +95,14 @@ def operator_of(actor: Any, *, source: str = "api") -> Operator:
 
 
 def _record(
-    job: Job | JobHistory | None,
+    job: Job | JobArchive | None,
     pk: uuid.UUID,
     action: str,
     who: Operator,
     reason: str,
-    alias: str | None = None,
+    alias: str,
 ) -> None:
-    JobAction.objects.using(alias or get_settings().DATABASE).create(
+    JobAction.objects.using(alias).create(
         job_id=pk,
         job_name=job.name if job is not None else "",
         action=action,
@@ -112,8 +113,8 @@ def _record(
     )
 
 
-def _name_of(pk: uuid.UUID, alias: str | None = None) -> Job | None:
-    found = Job.objects.using(alias or get_settings().DATABASE).filter(pk=pk)
+def _name_of(pk: uuid.UUID, alias: str) -> Job | None:
+    found = Job.objects.using(alias).filter(pk=pk)
     return found.only("name").first()
 
 
@@ -123,7 +124,7 @@ def retry(
     """Requeue one finished job as a fresh run (attempt 0, due now); answers its run id.
 
     Its completed steps replay from storage; ``from_step`` drops that step and every
-    later one first, so they run again (P2). A job in history (Q2) is moved back to
+    later one first, so they run again (P2). A job in the archive (Q2) is moved back to
     the hot table with its steps, attempts and logs in the same transaction. A live job is JobNotRequeueable; one whose
     key a live job now holds is JobDuplicate. ``actor`` is recorded (see the module).
     """
@@ -131,55 +132,60 @@ def retry(
     who = operator_of(actor)
     if from_step is not None:
         check_text(from_step, field="from_step", max_length=200)
-    with on_alias(locate(pk)):  # Q1: on the alias that holds the job
-        return _retry(pk, from_step, who)
+    return _retry(pk, from_step, who, alias_of(pk))  # Q1: where the job is
 
 
-def _retry(pk: uuid.UUID, from_step: str | None, who: Operator) -> uuid.UUID:
-    with transaction.atomic(using=get_settings().DATABASE):
-        # Q2: a job in history moves back to the hot table first, with its steps;
-        # a refused retry rolls the move back with it.
-        _db().run(QUERIES["history_restore"], id=pk)
+def _retry(
+    pk: uuid.UUID, from_step: str | None, who: Operator, alias: str
+) -> uuid.UUID:
+    with transaction.atomic(using=alias):
+        # Q2: a job in the archive moves back to the hot table first, with its
+        # steps; a refused retry rolls the move back with it.
+        _db(alias).run(QUERIES["archive_restore"], id=pk)
         if from_step is None:
-            run_id = _requeue(pk)
+            run_id = _requeue(pk, alias)
         else:
-            dropped = _db().run(QUERIES["step_drop_from"], job_id=pk, name=from_step)
-            run_id = _requeue(pk)  # refused: the drop rolls back with it
+            dropped = _db(alias).run(
+                QUERIES["step_drop_from"], job_id=pk, name=from_step
+            )
+            run_id = _requeue(pk, alias)  # refused: the drop rolls back with it
             if not dropped:
                 raise InvalidArgument(
                     "from_step", from_step, "the job has no such step"
                 )
         reason = f"from step {from_step!r}" if from_step is not None else ""
-        _record(_name_of(pk), pk, "retry", who, reason)
+        _record(_name_of(pk, alias), pk, "retry", who, reason, alias)
     return run_id
 
 
-def _requeue(pk: uuid.UUID) -> uuid.UUID:
+def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
     run_id = uuid7()
     try:
         # A savepoint when the caller holds a transaction: a refused requeue leaves
         # it usable for the reads that say why.
-        with transaction.atomic(using=get_settings().DATABASE):
-            rows = _db().run(QUERIES["job_requeue"], id=pk, run_id=run_id, now=None)
+        with transaction.atomic(using=alias):
+            rows = _db(alias).run(
+                QUERIES["job_requeue"], id=pk, run_id=run_id, now=None
+            )
     except QueryError as exc:
         if (
             isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
             or "unique" in str(exc.__cause__).lower()
         ):
-            job = find_job(pk)
+            job = load(pk, alias=alias)
             raise JobDuplicate(job.name, job.idempotency_key, None) from exc
         raise
     if rows:
         return run_id
-    job = find_job(pk)
+    job = load(pk, alias=alias)
     if job.state not in FINISHED_STATES:
         raise JobNotRequeueable(pk, job.state)
-    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job))
+    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job, alias))
 
 
-def _live_holder(job: Job) -> uuid.UUID | None:
+def _live_holder(job: Job, alias: str) -> uuid.UUID | None:
     holder = (
-        Job.objects.using(get_settings().DATABASE)
+        Job.objects.using(alias)
         .filter(
             name=job.name, tenant_id=job.tenant_id, idempotency_key=job.idempotency_key
         )
@@ -199,14 +205,14 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
         reason[:MAX_REASON_LENGTH], field="reason", max_length=MAX_REASON_LENGTH
     )
     if _cancel(pk, text, who) is None:
-        raise JobNotCancellable(pk, find_job(pk).state)
+        raise JobNotCancellable(pk, load(pk).state)
 
 
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
     """Cancel one live job on whichever alias holds it (Q1), record who did it, and
     tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
     it was not live."""
-    alias = locate(pk)
+    alias = alias_of(pk)
     with transaction.atomic(using=alias):
         rows = _db(alias).run(QUERIES["job_cancel"], id=pk, reason=reason, now=None)
         if not rows:
@@ -288,33 +294,35 @@ def cancel_by_key(
 
 def remove(job_id: object, *, actor: Any = None) -> None:
     """Delete one job that is not running (cancel a running one first), from the hot
-    table or from history (Q2). ``actor`` is recorded, and the record outlives the job
-    (see the module)."""
+    table or from the archive (Q2). ``actor`` is recorded, and the record outlives
+    the job (see the module)."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
-    with on_alias(locate(pk)), transaction.atomic(using=get_settings().DATABASE):
-        job = _name_of(pk)
-        if _db().run(QUERIES["job_remove"], id=pk):
-            _record(job, pk, "remove", who, "")
+    alias = alias_of(pk)  # Q1: where the job is
+    with transaction.atomic(using=alias):
+        job = _name_of(pk, alias)
+        if _db(alias).run(QUERIES["job_remove"], id=pk):
+            _record(job, pk, "remove", who, "", alias)
             return
-        if job is None:  # Q2: a finished job that moved to history
-            moved = JobHistory.objects.using(get_settings().DATABASE)
+        if job is None:  # Q2: a finished job that moved to the archive
+            moved = JobArchive.objects.using(alias)
             named = moved.filter(pk=pk).only("name").first()
-            if named is not None and _db().run(QUERIES["history_remove"], id=pk):
-                _record(named, pk, "remove", who, "")
+            if named is not None and _db(alias).run(QUERIES["archive_remove"], id=pk):
+                _record(named, pk, "remove", who, "", alias)
                 return
-    raise JobNotRemovable(pk, find_job(pk).state)
+    raise JobNotRemovable(pk, load(pk).state)
 
 
 def promote(job_id: object, *, actor: Any = None) -> None:
     """Make a job that waits on its run time due now. ``actor`` is recorded."""
     pk = parse_job_id(job_id)
     who = operator_of(actor)
-    with on_alias(locate(pk)), transaction.atomic(using=get_settings().DATABASE):
-        if _db().run(QUERIES["job_promote"], id=pk, now=None):
-            _record(_name_of(pk), pk, "promote", who, "")
+    alias = alias_of(pk)  # Q1: where the job is
+    with transaction.atomic(using=alias):
+        if _db(alias).run(QUERIES["job_promote"], id=pk, now=None):
+            _record(_name_of(pk, alias), pk, "promote", who, "", alias)
             return
-    raise JobNotPromotable(pk, find_job(pk).state)
+    raise JobNotPromotable(pk, load(pk).state)
 
 
 def pause_queue(queue: str, *, by: str = "") -> bool:

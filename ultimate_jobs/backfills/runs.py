@@ -36,7 +36,7 @@ from ultimate_jobs.backfills.ledger import LedgerRow
 from ultimate_jobs.backfills.sweep import Backfill, get_backfill, registered_backfills
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     BackfillExcluded,
     JobNotFound,
     JobsError,

@@ -53,14 +53,14 @@ from django.db.models import QuerySet
 from ultimate_jobs.backfills.ledger import PassLedger
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT, NoTenant
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import DRAINING, CancelToken, Run
 from ultimate_jobs.enqueue.factory import declare, positive_int
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import (
     BackfillExcluded,
     BackfillInvalid,
     BackfillMigrationPending,
@@ -68,7 +68,7 @@ from ultimate_jobs.exceptions import (
     JobDeclarationInvalid,
     UnknownBackfill,
 )
-from ultimate_jobs.keyset import Cursor, check_source, cursor_of, read_page
+from ultimate_jobs.ground.keyset import Cursor, check_source, cursor_of, read_page
 
 logger = logging.getLogger(__name__)
 

@@ -15,17 +15,17 @@ from typing import Any, Literal
 
 from django.apps import apps
 
-from ultimate_jobs.declaration.bounds import text_problem
-from ultimate_jobs.declaration.durations import (
-    optional_duration,
-    parse_duration,
-)
 from ultimate_jobs.declaration.payload import Signature, read_signature
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE, validate_queue
 from ultimate_jobs.declaration.redaction import check_paths
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.declaration.retry import Retry
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.bounds import text_problem
+from ultimate_jobs.ground.durations import (
+    optional_duration,
+    parse_duration,
+)
+from ultimate_jobs.ground.exceptions import (
     IdempotencyRequired,
     InvalidArgument,
     JobDeclarationInvalid,

@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.declaration.bounds import (
+from ultimate_jobs.declaration.redaction import REDACTED, Redaction
+from ultimate_jobs.ground.bounds import (
     DEFAULT_MAX_INPUT_DEPTH,
     check_json,
     check_size,
 )
-from ultimate_jobs.declaration.redaction import REDACTED, Redaction
-from ultimate_jobs.exceptions import InvalidJobPayload, JobDeclarationInvalid
+from ultimate_jobs.ground.exceptions import InvalidJobPayload, JobDeclarationInvalid
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ultimate_jobs.exceptions import InvalidQueueName
+from ultimate_jobs.ground.exceptions import InvalidQueueName
 
 QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 DEFAULT_QUEUE = "default"

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ultimate_jobs.exceptions import JobDeclarationInvalid
+from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 REDACTED = "[redacted]"
 DEFAULT_PATTERNS = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ultimate_jobs.exceptions import JobDeclarationInvalid
+from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 RETENTION_STATES = ("done", "failed", "dead", "cancelled")
 

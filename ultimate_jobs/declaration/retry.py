@@ -6,8 +6,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from ultimate_jobs.declaration.durations import Duration, parse_duration
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import Duration, parse_duration
+from ultimate_jobs.ground.exceptions import (
     JobDeclarationInvalid,
     JobsError,
     RetryAfter,

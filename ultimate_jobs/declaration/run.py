@@ -13,60 +13,66 @@ made outside a worker or the testing runner has none, and refuses them.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ultimate_jobs.declaration.runlog import RunLogBuffer, RunLogger
-from ultimate_jobs.exceptions import JobAborted
-
-if TYPE_CHECKING:
-    from ultimate_jobs.declaration.durations import Duration
-    from ultimate_jobs.durable.steps import Journal
-
-DRAINING = "DRAINING"
-LEASE_LOST = "LEASE_LOST"
-CANCELLED = "CANCELLED"
-TIMEOUT = "TIMEOUT"
+from ultimate_jobs.ground.cancel import CANCELLED as CANCELLED
+from ultimate_jobs.ground.cancel import DRAINING as DRAINING
+from ultimate_jobs.ground.cancel import LEASE_LOST as LEASE_LOST
+from ultimate_jobs.ground.cancel import TIMEOUT as TIMEOUT
+from ultimate_jobs.ground.cancel import CancelToken as CancelToken
+from ultimate_jobs.ground.durations import Duration
 
 
-class CancelToken:
-    """Set once, with a reason, when the attempt must stop; bodies poll or wait on it."""
+class ProgressReport(Protocol):
+    """Where ``run.progress`` writes (durable/progress.py, ``Progress``)."""
 
-    __slots__ = ("_event", "_lock", "reason")
+    def report(self, done: object, total: object, note: object = None) -> None: ...
 
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self.reason: str | None = None
 
-    def cancel(self, reason: str) -> bool:
-        """Set the token; answers False when it was already set (the first reason wins)."""
-        with self._lock:
-            if self._event.is_set():
-                return False
-            self.reason = reason
-            self._event.set()
-            return True
+class Journal(Protocol):
+    """What keeps a Run's durable verbs (S1-S9): the attempt's journal of steps,
+    ``durable.steps.Journal``. Declared here, beside the Run, so this layer imports
+    nothing above it."""
 
-    def is_set(self) -> bool:
-        return self._event.is_set()
+    @property
+    def progress(self) -> ProgressReport: ...
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the token is set or ``timeout`` passes; answers is_set()."""
-        return self._event.wait(timeout)
+    @property
+    def now(self) -> Callable[[], Any]:
+        """The attempt's clock: the testing clock's time, or None (the database's)."""
+        ...
 
-    def raise_if_cancelled(self) -> None:
-        """Raise JobAborted when the token is set."""
-        if self._event.is_set():
-            raise JobAborted(self.reason or "cancelled")
+    def step(self, name: str, fn: Callable[..., Any]) -> Any: ...
 
-    def __repr__(self) -> str:
-        return (
-            f"<CancelToken {'set: ' + str(self.reason) if self.is_set() else 'clear'}>"
-        )
+    def atomic_step(
+        self, name: str, fn: Callable[..., Any], *, using: str | None = None
+    ) -> Any: ...
+
+    def sleep(
+        self, name_or_duration: str | Duration, duration: Duration | None
+    ) -> None: ...
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        timeout_ok: bool = False,
+    ) -> Any: ...
+
+    def reschedule(
+        self,
+        *,
+        delay: Duration | None = None,
+        run_at: Any = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None: ...
 
 
 @dataclass(eq=False)

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ultimate_jobs.declaration.run import TIMEOUT, CancelToken
-from ultimate_jobs.exceptions import JobTimeout
+from ultimate_jobs.ground.cancel import TIMEOUT, CancelToken
+from ultimate_jobs.ground.exceptions import JobTimeout
 
 ATTEMPT = "attempt"
 

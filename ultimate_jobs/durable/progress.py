@@ -13,9 +13,9 @@ import math
 import time
 from collections.abc import Callable
 
-from ultimate_jobs.declaration.bounds import text_problem
-from ultimate_jobs.declaration.run import CancelToken
-from ultimate_jobs.exceptions import InvalidArgument, JobAborted
+from ultimate_jobs.ground.bounds import text_problem
+from ultimate_jobs.ground.cancel import CancelToken
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobAborted
 
 INTERVAL = 1.0  # seconds between two writes
 MAX_NOTE_LENGTH = 500

@@ -19,11 +19,11 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.bounds import check_instant
 from ultimate_jobs.declaration.definition import JobDefinition
-from ultimate_jobs.declaration.durations import parse_duration
 from ultimate_jobs.declaration.redaction import cached_redaction
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.bounds import check_instant
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import Json
 
 

@@ -34,18 +34,18 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, Row
-from ultimate_jobs.declaration.bounds import json_problem, text_problem
 from ultimate_jobs.declaration.definition import JobDefinition
-from ultimate_jobs.declaration.durations import (
+from ultimate_jobs.durable.deadlines import Deadlines
+from ultimate_jobs.durable.progress import Progress
+from ultimate_jobs.durable.reschedule import Reschedule, reschedule_intent
+from ultimate_jobs.ground.bounds import json_problem, text_problem
+from ultimate_jobs.ground.cancel import DRAINING, CancelToken
+from ultimate_jobs.ground.durations import (
     Duration,
     optional_duration,
     parse_duration,
 )
-from ultimate_jobs.declaration.run import DRAINING, CancelToken
-from ultimate_jobs.durable.deadlines import Deadlines
-from ultimate_jobs.durable.progress import Progress
-from ultimate_jobs.durable.reschedule import Reschedule, reschedule_intent
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     EventTimeout,
     InvalidArgument,
     JobAborted,

@@ -17,7 +17,7 @@ from typing import Any
 
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import JobHandle, job
-from ultimate_jobs.exceptions import JobDeclarationInvalid
+from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 Body = Callable[[Run, dict[str, Any]], Any]
 _REQUIRED = inspect.Parameter.empty

@@ -17,14 +17,14 @@ from ultimate_jobs.declaration.definition import (
     NoTenant,
     declare,
 )
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.enqueue.options import Enqueued, EnqueueOptions, check_options
 from ultimate_jobs.enqueue.queues import check_declared
 from ultimate_jobs.enqueue.write import enqueue_inputs
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 
 class JobHandle:
@@ -188,4 +188,6 @@ def job(
 
 
 def _register(func: Callable[..., Any], **fields: Any) -> JobHandle:
-    return registry.register(JobHandle(declare(func, **fields)))
+    handle = JobHandle(declare(func, **fields))
+    registered = registry.register(handle)  # the first handle of a function seen twice
+    return registered if isinstance(registered, JobHandle) else handle

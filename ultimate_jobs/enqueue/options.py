@@ -6,13 +6,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from ultimate_jobs.declaration.bounds import check_instant
-from ultimate_jobs.declaration.definition import check_priority
-from ultimate_jobs.declaration.durations import parse_duration
+from ultimate_jobs.declaration.definition import JobDefinition, check_priority
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.bounds import check_instant
+from ultimate_jobs.ground.durations import parse_duration
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 OnConflict = Literal["return", "error"]
 
@@ -37,6 +37,21 @@ class EnqueueOptions:
     run_id: uuid.UUID | None = None
     actor: Any = None
     on_conflict: OnConflict = "return"
+
+
+class Enqueueable(Protocol):
+    """What the write path takes (rows.py, write.py): a declaration and the per-call
+    options, the pair a ``JobHandle`` (or a ``.using()`` copy) carries; the write path
+    imports no handle."""
+
+    @property
+    def definition(self) -> JobDefinition: ...
+
+    @property
+    def options(self) -> EnqueueOptions: ...
+
+    @property
+    def name(self) -> str: ...
 
 
 def _run_at(value: object, job: str) -> datetime | None:

@@ -37,7 +37,7 @@ from django.db import connections
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import Row, array_params, holder_params
-from ultimate_jobs.exceptions import JobDuplicate, OutboxNoTx
+from ultimate_jobs.ground.exceptions import JobDuplicate, OutboxNoTx
 from ultimate_jobs.sql.rows import JOB_HOLDERS, OUTBOX_STAGE
 
 if TYPE_CHECKING:

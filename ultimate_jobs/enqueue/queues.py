@@ -6,7 +6,7 @@ from __future__ import annotations
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.suggest import did_you_mean
-from ultimate_jobs.exceptions import UnknownQueue
+from ultimate_jobs.ground.exceptions import UnknownQueue
 
 
 def declared_queues(settings: JobsSettings) -> set[str]:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.bounds import check_text, text_problem
-from ultimate_jobs.declaration.context import current_correlation_id
 from ultimate_jobs.declaration.definition import (
     MAX_CONCURRENCY_KEY_LENGTH,
     MAX_KEY_LENGTH,
@@ -23,19 +21,19 @@ from ultimate_jobs.declaration.definition import (
     JobDefinition,
     NoTenant,
 )
-from ultimate_jobs.declaration.ids import uuid7s
 from ultimate_jobs.declaration.redaction import Redaction, cached_redaction
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.enqueue.options import Enqueueable
+from ultimate_jobs.ground.bounds import check_text, text_problem
+from ultimate_jobs.ground.context import current_correlation_id
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     JobDeclarationInvalid,
     JobsError,
     JobTenantRequired,
 )
+from ultimate_jobs.ground.ids import uuid7s
 from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.sql import arrays
-
-if TYPE_CHECKING:
-    from ultimate_jobs.enqueue.handle import JobHandle
 
 
 class Row(NamedTuple):
@@ -179,7 +177,7 @@ def actor_id(actor: Any, *, job: str = "") -> str:
     return check_text(text, field="actor", max_length=MAX_ACTOR_LENGTH, job=job)
 
 
-def build_rows(handle: JobHandle, inputs: list[Any]) -> list[Row]:
+def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
     """Check every input and answer the rows to write; raises before anything is written."""
     definition, options = handle.definition, handle.options
     settings = get_settings()

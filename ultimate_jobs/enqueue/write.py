@@ -10,7 +10,7 @@ outbox instead, on the caller's connection (outbox.py, O1).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 
@@ -18,16 +18,13 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
-from ultimate_jobs.enqueue.options import Enqueued
+from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
 from ultimate_jobs.enqueue.rows import Row, array_params, build_rows, holder_params
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     JobDuplicate,
 )
-from ultimate_jobs.signals import job_enqueued
+from ultimate_jobs.ground.signals import job_enqueued
 from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
-
-if TYPE_CHECKING:
-    from ultimate_jobs.enqueue.handle import JobHandle
 
 logger = logging.getLogger(__name__)
 _RACE_RETRIES = 3
@@ -73,7 +70,7 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
 
 
 def enqueue_inputs(
-    handle: JobHandle, inputs: list[Any], *, single: bool
+    handle: Enqueueable, inputs: list[Any], *, single: bool
 ) -> list[Enqueued]:
     """Check, write and announce; the body of JobHandle.enqueue and .enqueue_many."""
     if not inputs:
@@ -98,7 +95,7 @@ def enqueue_inputs(
 
 
 def _write(
-    handle: JobHandle,
+    handle: Enqueueable,
     settings: JobsSettings,
     alias: str,
     rows: list[Row],
@@ -130,7 +127,7 @@ def _write(
 
 
 def _announce(
-    handle: JobHandle, rows: list[Row], answers: list[Enqueued], *, staged: bool
+    handle: Enqueueable, rows: list[Row], answers: list[Enqueued], *, staged: bool
 ) -> list[Enqueued]:
     # Signals are sent by the registered handle (not a .using() copy), so receivers
     # can connect with sender=my_job.
@@ -158,7 +155,7 @@ def _announce(
 
 
 def _raise_on_duplicate(
-    handle: JobHandle, rows: list[Row], answers: list[Enqueued]
+    handle: Enqueueable, rows: list[Row], answers: list[Enqueued]
 ) -> None:
     for row, answer in zip(rows, answers, strict=True):
         if answer.deduped:

@@ -4,7 +4,8 @@ Two layers, and the difference matters (docs/limits.md):
 
 * Fleet caps, ``concurrency=N`` and ``Concurrency(key=..., limit=N)`` on a job, hold
   across every worker: the claim takes a slot row per run (limits/slots.py), and
-  limits/caps.py turns the registry into the claim's ``cap_*`` parameters.
+  ``fleet_caps`` (below) turns the registry into the claim's ``cap_*`` parameters,
+  and ``claim_parameters`` adds the budgets' room: every limit parameter of the claim.
 * Per-process budgets, ``Limits(per_queue=..., per_tenant=..., total=...,
   rate_per_tenant=...)`` (``jobs_worker --per-queue/--per-tenant/--global-limit/
   --rate-per-tenant``), live in this process's memory (this module): ``--per-tenant 2``
@@ -25,8 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.declaration.registry import Registry
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
@@ -239,3 +242,34 @@ class Budget:
             if (tokens := self._bucket(tenant, now)) < 1
         ]
         return max(min(waits), 0.01) if waits else None
+
+
+def fleet_caps(jobs: Registry) -> dict[str, list[Any]]:
+    """The claim's ``cap_names``, ``cap_limits``, ``cap_modes`` for declared caps."""
+    names: list[str] = []
+    limits: list[int] = []
+    modes: list[str] = []
+    for handle in jobs:
+        concurrency = handle.definition.concurrency
+        if concurrency is None:
+            continue
+        names.append(handle.name)
+        if isinstance(concurrency, Concurrency):
+            limits.append(concurrency.limit)
+            modes.append(concurrency.when_busy)
+        else:
+            limits.append(concurrency)
+            modes.append("job")
+    return {"cap_names": names, "cap_limits": limits, "cap_modes": modes}
+
+
+def claim_parameters(
+    jobs: Registry,
+    budget: Budget | None = None,
+    *,
+    queues: Sequence[str] = (),
+    held: Sequence[ClaimedJob] = (),
+) -> dict[str, Any]:
+    """Every limit parameter of ``job_claim``: the fleet caps and the budgets' room."""
+    rooms = (budget or Budget()).claim_parameters(queues, held)
+    return {**fleet_caps(jobs), **rooms}

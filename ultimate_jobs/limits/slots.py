@@ -57,7 +57,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ultimate_jobs.db import Database
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import ClaimedJob
 

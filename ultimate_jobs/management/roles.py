@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.maintenance.host import Maintenance
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
 from ultimate_jobs.runtime.share import SlotShare
@@ -158,10 +159,24 @@ def _relay(options: RoleOptions) -> Role:
     return Together("relay", relays, options.lifecycle)
 
 
+def _maintenance(options: RoleOptions) -> Role:
+    """The leader's chores on their own lease (maintenance/host.py), one host per
+    alias (Q1): for a deployment that runs workers and no scheduler. A scheduler runs
+    the same chores on its own lease."""
+    hosts = [
+        Maintenance(settings=options.settings, lifecycle=options.lifecycle, alias=alias)
+        for alias in options.settings.aliases
+    ]
+    if len(hosts) == 1:
+        return hosts[0]
+    return Together("maintenance", hosts, options.lifecycle)
+
+
 ROLES: dict[str, RoleFactory] = {
     "worker": _worker,
     "scheduler": _scheduler,
     "relay": _relay,
+    "maintenance": _maintenance,
 }
 # W1: one command makes a small deployment work.
 DEFAULT_ROLES = ("worker", "scheduler", "relay")

@@ -11,7 +11,7 @@ import django.db.models.functions.comparison
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
-import ultimate_jobs.declaration.ids
+import ultimate_jobs.ground.ids
 
 
 class Migration(migrations.Migration):
@@ -286,7 +286,7 @@ class Migration(migrations.Migration):
                 (
                     "id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7,
+                        default=ultimate_jobs.ground.ids.uuid7,
                         editable=False,
                         primary_key=True,
                         serialize=False,
@@ -295,7 +295,7 @@ class Migration(migrations.Migration):
                 (
                     "run_id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7, editable=False
+                        default=ultimate_jobs.ground.ids.uuid7, editable=False
                     ),
                 ),
                 ("name", models.CharField(max_length=200)),
@@ -490,7 +490,7 @@ class Migration(migrations.Migration):
                 (
                     "id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7,
+                        default=ultimate_jobs.ground.ids.uuid7,
                         editable=False,
                         primary_key=True,
                         serialize=False,
@@ -499,7 +499,7 @@ class Migration(migrations.Migration):
                 (
                     "run_id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7, editable=False
+                        default=ultimate_jobs.ground.ids.uuid7, editable=False
                     ),
                 ),
                 ("name", models.CharField(max_length=200)),

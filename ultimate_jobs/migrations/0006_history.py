@@ -15,7 +15,7 @@ Django cannot declare a partitioned table, so the model is unmanaged and the tab
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
-import ultimate_jobs.declaration.ids
+import ultimate_jobs.ground.ids
 
 HISTORY_SQL = """
 CREATE TABLE ultimate_jobs_job_history (
@@ -132,7 +132,7 @@ class Migration(migrations.Migration):
                 (
                     "id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7,
+                        default=ultimate_jobs.ground.ids.uuid7,
                         editable=False,
                         primary_key=True,
                         serialize=False,
@@ -141,7 +141,7 @@ class Migration(migrations.Migration):
                 (
                     "run_id",
                     models.UUIDField(
-                        default=ultimate_jobs.declaration.ids.uuid7, editable=False
+                        default=ultimate_jobs.ground.ids.uuid7, editable=False
                     ),
                 ),
                 ("name", models.CharField(max_length=200)),

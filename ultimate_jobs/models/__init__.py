@@ -17,10 +17,10 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.models.archive import JobArchive
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
 from ultimate_jobs.models.console import Dashboard
-from ultimate_jobs.models.history import JobHistory
 from ultimate_jobs.models.jobs import (
     CounterTier,
     Event,
@@ -50,8 +50,8 @@ __all__ = [
     "Event",
     "Job",
     "JobAction",
+    "JobArchive",
     "JobCounter",
-    "JobHistory",
     "JobState",
     "JobStep",
     "LeaderLease",

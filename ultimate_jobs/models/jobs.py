@@ -12,20 +12,20 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
 
-from ultimate_jobs.declaration.ids import uuid7
 from ultimate_jobs.declaration.states import (
     LIVE_STATES,
     JobState,
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.ground.ids import uuid7
 from ultimate_jobs.models.readable import ReadableQuerySet
 
 JobManager = models.Manager.from_queryset(ReadableQuerySet)
 
 
 class JobColumns(models.Model):
-    """The columns of a job row, shared by the hot table and its history (Q2)."""
+    """The columns of a job row, shared by the hot table and its archive (Q2)."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     run_id = models.UUIDField(default=uuid7, editable=False)

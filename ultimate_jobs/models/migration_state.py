@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
-from ultimate_jobs.exceptions import MigrationsPending
+from ultimate_jobs.ground.exceptions import MigrationsPending
 
 APP = "ultimate_jobs"
 

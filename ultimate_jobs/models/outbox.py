@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from ultimate_jobs.declaration.ids import uuid7
+from ultimate_jobs.ground.ids import uuid7
 
 
 class OutboxMessage(models.Model):

@@ -2,7 +2,7 @@
 
 The settle statements move them (sql/jobs.sql), so a count never disagrees with the
 rows; ``rollup()`` folds ageing buckets into wider ones (the scheduler leader calls it
-once a minute); ``totals()`` answers the admin, ``manage.py jobs counters`` and
+every five minutes, maintenance/rollup.py); ``totals()`` answers the admin, ``manage.py jobs counters`` and
 dashboards: per job, done / retried / failed / dead and the mean duration since a time.
 """
 
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
-from ultimate_jobs.declaration.durations import Duration, parse_duration
+from ultimate_jobs.ground.durations import Duration, parse_duration
 from ultimate_jobs.sql import QUERIES
 
 

@@ -37,7 +37,7 @@ from django.db import close_old_connections
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.observability.metrics import QUEUE_COLLECTOR
 
 logger = logging.getLogger(__name__)

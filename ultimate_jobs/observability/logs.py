@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration.context import current_correlation_id
+from ultimate_jobs.ground.context import current_correlation_id
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",

@@ -35,7 +35,7 @@ from prometheus_client.metrics_core import Metric
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability.stats import queue_health
 from ultimate_jobs.sql.rows import ClaimedJob
 

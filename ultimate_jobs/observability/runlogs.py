@@ -20,7 +20,7 @@ from typing import Any
 
 from ultimate_jobs.db import Database
 from ultimate_jobs.declaration.runlog import RunLogBuffer, bounded
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import QUERIES
 
 logger = logging.getLogger(__name__)

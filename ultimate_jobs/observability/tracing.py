@@ -1,7 +1,7 @@
 """OpenTelemetry spans for attempts and steps (M2), when ``opentelemetry-api`` is installed.
 
 An enqueue under a current span records that span's W3C ``traceparent`` as the job's
-correlation id (declaration/context.py). Each attempt then runs inside a span named
+correlation id (ground/context.py). Each attempt then runs inside a span named
 ``job <name>`` that is a CHILD of that enqueuing span, so one trace shows the request
 that enqueued the job and every attempt that ran it, however much later and wherever.
 Its attributes name the job (``job.id``, ``job.name``, ``job.queue``, ``job.attempt``,
@@ -24,7 +24,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 try:
     from opentelemetry import trace as otel_trace
@@ -42,8 +42,21 @@ except ImportError:  # pragma: no cover - exercised where it is not installed
     otel_trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from ultimate_jobs.runtime.outcomes import Attempt
     from ultimate_jobs.sql.rows import ClaimedJob
+
+
+class Ended(Protocol):
+    """How an attempt ended, as its span records it (runtime/outcomes.py, ``Attempt``)."""
+
+    @property
+    def outcome(self) -> object: ...
+
+    @property
+    def landed(self) -> bool: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
 
 INSTRUMENTATION = "ultimate_jobs"
 TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -93,7 +106,7 @@ class AttemptSpan:
     def __init__(self, span: Any = None) -> None:
         self.span = span
 
-    def settled(self, attempt: Attempt) -> None:
+    def settled(self, attempt: Ended) -> None:
         """Name the attempt's outcome; record its exception when it failed."""
         if self.span is None or not self.span.is_recording():
             return

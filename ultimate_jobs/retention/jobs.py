@@ -8,13 +8,13 @@ leaves out takes the project default: ``DEFAULT_RETENTION`` overridden per state
 {"last": 7}}`` keeps the newest seven whatever their age.
 
 Rows of a name no job declares (a renamed or deleted job) keep the defaults: the purge
-never deletes history only because the code that wrote it is gone (see
+never deletes finished jobs only because the code that wrote them is gone (see
 docs/retention.md).
 
 ``JobRetention`` is the purge target: per pass it lists the names that have rows (a
 loose index scan), applies every ``days`` rule in one bounded statement (the rules as
 arrays) and each ``last`` rule per (name, state), in batches. In the partitioned
-history of finished jobs (Q2) it first drops the whole days no rule keeps a row of
+archive of finished jobs (Q2) it first drops the whole days no rule keeps a row of
 (``drop_horizon``), then applies the same rules row by row to the days left.
 """
 
@@ -165,14 +165,14 @@ class JobRetention:
         batches.extend(
             partial(self._beyond, "job_purge_beyond_last", *last) for last in rules.last
         )
-        # Q2: history, whole days first (no rule keeps any of their rows), then the
+        # Q2: the archive, whole days first (no rule keeps any of their rows), then the
         # rows of the days left that a shorter rule no longer keeps.
-        moved = self.history_plan()
+        moved = self.archive_plan()
         dropped = self.drop_days(moved, now)
         if moved.names:
-            batches.append(partial(self._aged, "history_purge_aged", moved, now))
+            batches.append(partial(self._aged, "archive_purge_aged", moved, now))
         batches.extend(
-            partial(self._beyond, "history_purge_beyond_last", *last)
+            partial(self._beyond, "archive_purge_beyond_last", *last)
             for last in moved.last
         )
         return dropped + delete_in_batches(
@@ -183,16 +183,16 @@ class JobRetention:
             max_batches=self.settings.PURGE_MAX_BATCHES,
         )
 
-    def history_plan(self) -> Plan:
-        names = [row["name"] for row in self.db.run(QUERIES["history_purge_names"])]
+    def archive_plan(self) -> Plan:
+        names = [row["name"] for row in self.db.run(QUERIES["archive_purge_names"])]
         return plan(names, jobs=self.jobs, defaults=default_rules(self.settings))
 
     def drop_horizon(self, moved: Plan, now: datetime) -> date:
-        """The first UTC day of history any rule may still keep a row of: the days
+        """The first UTC day of the archive any rule may still keep a row of: the days
         before it are dropped whole (Q2).
 
         It is the day of ``now`` less the longest ``days`` rule of any job (declared,
-        or with rows in history) and of the defaults, and no later than the day of the
+        or with rows in the archive) and of the defaults, and no later than the day of the
         oldest row a ``last``-only rule keeps (those rows have no age limit)."""
         defaults = default_rules(self.settings)
         rules = list(defaults.values())
@@ -209,7 +209,7 @@ class JobRetention:
         ]
         if pinned:
             [row] = self.db.run(
-                QUERIES["history_pinned_since"],
+                QUERIES["archive_pinned_since"],
                 names=[name for name, _, _ in pinned],
                 states=[state for _, state, _ in pinned],
                 lasts=[last for _, _, last in pinned],
@@ -219,15 +219,15 @@ class JobRetention:
         return horizon
 
     def drop_days(self, moved: Plan, now: datetime) -> int:
-        """Drop the days of history before ``drop_horizon``; answers the rows they held."""
+        """Drop the days of the archive before ``drop_horizon``; answers the rows they held."""
         [row] = self.db.run(
-            QUERIES["history_drop_before"], day=self.drop_horizon(moved, now)
+            QUERIES["archive_drop_before"], day=self.drop_horizon(moved, now)
         )
         return int(row["dropped"])
 
     def _aged(self, query: str, rules: Plan, now: datetime, batch: int) -> int:
         """One batch of the rows ``rules`` no longer keep, by ``query`` (the hot
-        table's job_purge_aged or history_purge_aged, Q2)."""
+        table's job_purge_aged or archive_purge_aged, Q2)."""
         [row] = self.db.run(
             QUERIES[query],
             names=rules.names,
@@ -239,7 +239,7 @@ class JobRetention:
         return int(row["deleted"])
 
     def _beyond(self, query: str, name: str, state: str, last: int, batch: int) -> int:
-        """One batch of the rows past a ``last`` rule, by ``query`` (hot or history)."""
+        """One batch of the rows past a ``last`` rule, by ``query`` (hot or archive)."""
         [row] = self.db.run(
             QUERIES[query], name=name, state=state, last=last, batch=batch
         )

@@ -34,12 +34,12 @@ from typing import Protocol
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.definition import NO_TENANT
-from ultimate_jobs.declaration.durations import Duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import JobHandle, job
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import Duration
+from ultimate_jobs.ground.exceptions import (
     JobDeclarationInvalid,
     PurgeTargetDuplicate,
     PurgeTargetInvalid,

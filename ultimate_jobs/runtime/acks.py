@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ultimate_jobs.db import Database
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import arrays
 from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence
 

@@ -16,11 +16,10 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.definition import Concurrency
-from ultimate_jobs.declaration.registry import Registry
+from ultimate_jobs.declaration.registry import Declared, Registry
 from ultimate_jobs.declaration.retry import classify
-from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.rows import concurrency_key_of
-from ultimate_jobs.exceptions import JobKeyBusy, JobsError, QueryError
+from ultimate_jobs.ground.exceptions import JobKeyBusy, JobsError, QueryError
 from ultimate_jobs.limits.slots import keyed_lease_key
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
@@ -67,7 +66,7 @@ def _fields(row: ClaimedJob) -> dict[str, Any]:
     }
 
 
-def _decoded(handle: JobHandle, row: ClaimedJob) -> dict[str, Any] | None:
+def _decoded(handle: Declared, row: ClaimedJob) -> dict[str, Any] | None:
     definition = handle.definition
     try:
         return payload.decode(
@@ -99,7 +98,7 @@ def _announce_refused(jobs: Registry, row: ClaimedJob) -> None:
         announce(handle, row, _decoded(handle, row), Outcome.REFUSED, error=error)
 
 
-def _store_key(db: Database, handle: JobHandle, row: ClaimedJob, now: Any) -> Admission:
+def _store_key(db: Database, handle: Declared, row: ClaimedJob, now: Any) -> Admission:
     """A keyed run whose row has no key: store it and hand the row back (once)."""
     definition = handle.definition
     kwargs = _decoded(handle, row)
@@ -128,7 +127,7 @@ def _store_key(db: Database, handle: JobHandle, row: ClaimedJob, now: Any) -> Ad
 
 def _fail(
     db: Database,
-    handle: JobHandle,
+    handle: Declared,
     row: ClaimedJob,
     kwargs: dict[str, Any],
     exc: JobsError,

@@ -27,18 +27,13 @@ from django.db import close_old_connections
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.context import (
-    correlation_scope,
-    job_scope,
-    tenant_scope,
-)
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.redaction import (
     LazySecrets,
     cached_redaction,
     scrub_text,
 )
-from ultimate_jobs.declaration.registry import Registry, registry
+from ultimate_jobs.declaration.registry import Declared, Registry, registry
 from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.declaration.run import (
     CANCELLED,
@@ -51,12 +46,17 @@ from ultimate_jobs.declaration.run import (
 from ultimate_jobs.declaration.runlog import RunLogBuffer
 from ultimate_jobs.durable.deadlines import ATTEMPT, Deadlines
 from ultimate_jobs.durable.steps import Journal
-from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.context import (
+    correlation_scope,
+    job_scope,
+    tenant_scope,
+)
+from ultimate_jobs.ground.exceptions import (
     JobTimeout,
     RunSuspended,
     UnknownJob,
 )
+from ultimate_jobs.ground.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.observability import metrics, runlogs, tracing
 from ultimate_jobs.runtime.outcomes import (
     SETTLING_OUTCOMES,
@@ -68,7 +68,6 @@ from ultimate_jobs.runtime.outcomes import (
 )
 from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
-from ultimate_jobs.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
@@ -116,7 +115,7 @@ class Executor:
         self.alias = alias or get_settings().DATABASE
         self.log_capacity = get_settings().RUN_LOG_MAX_ENTRIES
 
-    def _call(self, handle: JobHandle, run: Run, kwargs: dict[str, Any]) -> Any:
+    def _call(self, handle: Declared, run: Run, kwargs: dict[str, Any]) -> Any:
         func = handle.definition.func
         with self.body_context():
             if handle.definition.is_async:
@@ -442,7 +441,7 @@ class Executor:
     def _completed(
         self,
         job: ClaimedJob,
-        handle: JobHandle,
+        handle: Declared,
         kwargs: dict[str, Any],
         result: Any,
         token: CancelToken,
@@ -481,7 +480,7 @@ class Executor:
     def _failed(
         self,
         job: ClaimedJob,
-        handle: JobHandle | None,
+        handle: Declared | None,
         kwargs: dict[str, Any] | None,
         exc: BaseException,
         token: CancelToken,
@@ -643,7 +642,7 @@ class Executor:
 
     def _announce(
         self,
-        handle: JobHandle,
+        handle: Declared,
         job: ClaimedJob,
         kwargs: dict[str, Any] | None,
         outcome: Outcome,
@@ -663,7 +662,7 @@ class _Ending:
     """How one body ended: returned a result, raised, or suspended."""
 
     job: ClaimedJob
-    handle: JobHandle
+    handle: Declared
     kwargs: dict[str, Any]
     journal: Journal
     token: CancelToken
@@ -678,9 +677,7 @@ class _Ending:
         return self.error is None and self.suspension is None
 
 
-def _secrets(
-    handle: JobHandle | None, kwargs: dict[str, Any] | None
-) -> tuple[str, ...]:
+def _secrets(handle: Declared | None, kwargs: dict[str, Any] | None) -> tuple[str, ...]:
     """The input's redacted values, kept out of the stored error and the logs (B5)."""
     if handle is None or kwargs is None:
         return ()
@@ -688,7 +685,7 @@ def _secrets(
     return tuple(redaction.secrets(kwargs))
 
 
-def _heard(handle: JobHandle, job: ClaimedJob) -> bool:
+def _heard(handle: Declared, job: ClaimedJob) -> bool:
     """Whether somebody must hear of this ending right after the row settles: an
     on_settled hook, job_settled receivers, or a concurrency slot to free."""
     return (

@@ -13,13 +13,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ultimate_jobs.declaration.context import job_scope
+from ultimate_jobs.ground.context import job_scope
+from ultimate_jobs.ground.signals import job_settled
 from ultimate_jobs.runtime.settle import error_code
-from ultimate_jobs.signals import job_settled
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
-    from ultimate_jobs.enqueue.handle import JobHandle
+    from ultimate_jobs.declaration.registry import Declared
 
 logger = logging.getLogger("ultimate_jobs.runtime.executor")
 
@@ -78,7 +78,7 @@ class Attempt:
 
 
 def announce(
-    handle: JobHandle,
+    handle: Declared,
     job: ClaimedJob,
     kwargs: dict[str, Any] | None,
     outcome: Outcome,

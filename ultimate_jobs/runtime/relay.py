@@ -62,7 +62,7 @@ from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.enqueue.rows import Row as JobRow
 from ultimate_jobs.enqueue.rows import array_params
 from ultimate_jobs.enqueue.write import publish
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake

@@ -13,7 +13,7 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database
-from ultimate_jobs.exceptions import ResultTooLarge
+from ultimate_jobs.ground.exceptions import ResultTooLarge
 from ultimate_jobs.sql.rows import JOB_RESULT_KEEP, Fence
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.durable.reschedule import Reschedule
-from ultimate_jobs.exceptions import JobsError, QueryError, RunSuspended
+from ultimate_jobs.ground.exceptions import JobsError, QueryError, RunSuspended
 from ultimate_jobs.sql import QUERIES, Query
 from ultimate_jobs.sql.rows import (
     JOB_BURY,

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Collection
 
 from ultimate_jobs.db import Unreadable
-from ultimate_jobs.exceptions import QueryError, RowUnreadable
+from ultimate_jobs.ground.exceptions import QueryError, RowUnreadable
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql.rows import Fence
@@ -34,7 +34,7 @@ def bury_unreadable(
     for row in rows:
         values = row.values
         error = RowUnreadable("ultimate_jobs_job", row.id, row.error)
-        ended = values.get("buried") == "t" or values.get("refused") == "t"
+        ended = values.get("refused") == "t"
         logger.error(
             "jobs.claim.unreadable",
             extra={
@@ -48,7 +48,7 @@ def bury_unreadable(
         metrics.row_unreadable("job")
         owner = values.get("lease_owner")
         if ended or row.id is None or owner is None:
-            continue  # the claim itself ended it (W5, L2): nothing left to settle
+            continue  # the statement itself ended it (W5, L2): nothing left to settle
         fence = Fence(id=uuid.UUID(row.id), lease_owner=uuid.UUID(owner))
         state = "failed" if values.get("name") in dropped else "dead"
         try:

@@ -50,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 
 from croniter import CroniterBadDateError, croniter
 
-from ultimate_jobs.exceptions import InvalidCron, InvalidTimezone
+from ultimate_jobs.ground.exceptions import InvalidCron, InvalidTimezone
 
 MINUTE = timedelta(minutes=1)
 MONTHS = (

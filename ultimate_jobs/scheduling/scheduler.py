@@ -1,6 +1,6 @@
 """The scheduler role: fires cron tasks and runtime schedules, one leader at a time.
 
-Every scheduler process competes for one lease (leader.py); only the leader fires.
+Every scheduler process competes for one lease (maintenance/leader.py); only the leader fires.
 While it leads it holds every task's watermark in memory and the next occurrence of
 each (one cron evaluation per occurrence): an idle round compares datetimes and reads
 nothing (C8). The database is read when leadership begins (one statement for all
@@ -37,13 +37,12 @@ from ultimate_jobs.db import Database, DirectDatabase
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.enqueue.rows import Row, array_params, build_rows
-from ultimate_jobs.exceptions import JobsError, QueryError
-from ultimate_jobs.observability import counters
-from ultimate_jobs.runtime import history
+from ultimate_jobs.ground.exceptions import JobsError, QueryError
+from ultimate_jobs.maintenance.host import Maintenance
+from ultimate_jobs.maintenance.leader import SCHEDULER_ROLE, Leadership
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.scheduling.cron import CronSchedule
-from ultimate_jobs.scheduling.leader import SCHEDULER_ROLE, Leadership
 from ultimate_jobs.scheduling.tasks import (
     Entries,
     TaskRegistry,
@@ -62,8 +61,6 @@ logger = logging.getLogger(__name__)
 SCHEDULER_CHANNEL = "ultimate_jobs_scheduler"
 PAUSE_RECHECK = timedelta(seconds=5)  # a paused task that is due is looked at again
 MAX_FAILURE_BACKOFF = 60.0  # seconds between retries of a task whose function fails
-ROLLUP_EVERY = timedelta(minutes=5)  # how often the leader folds counter buckets (P5)
-MOVE_BATCHES = 10  # history_move statements per round of the leader, at most (Q2)
 
 
 def occurrence_key(key: str, occurrence: datetime) -> str:
@@ -125,6 +122,7 @@ class Scheduler:
         holder: str | None = None,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         alias: str | None = None,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         # Q1: the alias this scheduler leads on (its leader lease and watermarks); it
@@ -147,10 +145,10 @@ class Scheduler:
         self._schedules: list[StoredSchedule] | None = None
         self._schedules_revision: str | None = None
         self._earliest: datetime | None = None  # nothing is due before this
-        self._rolled_up_at = datetime.now(UTC)  # P5: the last counter rollup
-        self._moved_at: datetime | None = None  # Q2: the last history pass (None: due)
-        self._move_again = False  # the last history pass was full: more rows are due
-        self._move_every = history.MOVE_EVERY  # idle_every() after a pass moved none
+        # The leader's chores (archive move, counter roll-up), run on this lease.
+        self.maintenance = maintenance or Maintenance(
+            settings=self.settings, alias=self.alias
+        )
         self._flags: set[str] = set()  # set by notifications, read by the round
         self._flags_lock = threading.Lock()
         self._nudge = threading.Event()
@@ -258,56 +256,11 @@ class Scheduler:
             return []
         if not self._loaded or self._schedules is None:
             self._load(current, driven)
-            self._rolled_up_at = current
-        elif current - self._rolled_up_at >= ROLLUP_EVERY:
-            self._roll_up(current, driven)
-        if (
-            self._move_again
-            or self._moved_at is None
-            or current - self._moved_at >= self._move_every
-        ):
-            self._move_history(current, driven)
+            self.maintenance.begin(current)
+        self.maintenance.run_due(self.db, current, driven)
         if self._earliest is None or self._earliest > current:
             return []  # idle: no cron evaluation, no statement
         return self._fire_due(current, driven)
-
-    def _roll_up(self, current: datetime, driven: datetime | None) -> None:
-        """P5: fold ageing counter buckets, every ROLLUP_EVERY while leading."""
-        self._rolled_up_at = current
-        try:
-            counters.rollup(self.db, now=driven)
-        except QueryError as exc:
-            logger.warning("jobs.counters.rollup-failed", extra={"error": str(exc)})
-
-    def _move_history(self, current: datetime, driven: datetime | None) -> None:
-        """Q2: move finished jobs to history, a bounded pass per round while leading;
-        a failed pass leaves the rows hot and is tried again at the next cadence."""
-        self._moved_at = current
-        self._move_again = False
-        try:
-            done = history.move(
-                self.db,
-                after=self.settings.HISTORY_AFTER,
-                batch=self.settings.PURGE_BATCH,
-                max_batches=MOVE_BATCHES,
-                now=driven,
-            )
-        except QueryError as exc:
-            logger.warning("jobs.history.move-failed", extra={"error": str(exc)})
-            return
-        self._move_again = done.full
-        # C8: an idle leader reads nothing it does not need; a pass that found nothing
-        # to move waits the idle cadence, one that moved rows the busy one.
-        self._move_every = (
-            history.MOVE_EVERY
-            if done.moved
-            else history.idle_every(self.settings.HISTORY_AFTER)
-        )
-        if done.moved or done.made:
-            logger.info(
-                "jobs.history.moved",
-                extra={"moved": done.moved, "partitions_made": done.made},
-            )
 
     def _sleep_for(self) -> float:
         local = self._local(None)

@@ -31,13 +31,13 @@ from django.dispatch import receiver
 
 from ultimate_jobs.conf import get_settings, queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.declaration.bounds import check_text, text_problem
-from ultimate_jobs.declaration.context import correlation_scope
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue.handle import JobHandle
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.enqueue.rows import build_rows
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.bounds import check_text, text_problem
+from ultimate_jobs.ground.context import correlation_scope
+from ultimate_jobs.ground.exceptions import (
     InvalidArgument,
     InvalidCron,
     InvalidTimezone,
@@ -133,7 +133,8 @@ def _problems(schedule: Schedule) -> list[tuple[str, JobsError]]:
         problems.append(("job", exc))
     else:
         try:
-            build_rows(job, [schedule.input])  # the input fits; its keys are good
+            # The input fits; its keys are good.
+            build_rows(JobHandle(job.definition), [schedule.input])
         except JobsError as exc:
             problems.append(("input", exc))
     return problems

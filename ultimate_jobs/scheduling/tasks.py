@@ -11,14 +11,18 @@ one InvalidCron), the time zone (required, IANA), the catch-up policy.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ultimate_jobs.declaration.definition import default_name
+from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import JobNameTaken, TaskDeclarationInvalid, UnknownTask
+from ultimate_jobs.ground.exceptions import (
+    TaskDeclarationInvalid,
+    UnknownTask,
+)
 from ultimate_jobs.scheduling.cron import CronSchedule
 
 CatchUp = Literal["skip", "run-once", "run-all"]
@@ -137,47 +141,11 @@ class TaskHandle:
         return f"<TaskHandle {self.name}>"
 
 
-class TaskRegistry:
-    """Every task declared in this process, by name."""
+class TaskRegistry(Registry[TaskHandle]):
+    """Every task declared in this process, by name (``UnknownTask`` for another)."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, TaskHandle] = {}
-
-    def register(self, handle: TaskHandle) -> TaskHandle:
-        """Register a task; the same function seen twice is one registration."""
-        existing = self._tasks.get(handle.name)
-        if existing is not None:
-            if existing.definition.origin == handle.definition.origin:
-                return existing
-            raise JobNameTaken(
-                handle.name, existing.definition.origin, handle.definition.origin
-            )
-        self._tasks[handle.name] = handle
-        return handle
-
-    def unregister(self, name: str) -> None:
-        self._tasks.pop(name, None)
-
-    def get(self, name: str) -> TaskHandle:
-        try:
-            return self._tasks[name]
-        except KeyError:
-            raise UnknownTask(name) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tasks
-
-    def __iter__(self) -> Iterator[TaskHandle]:
-        return iter(sorted(self._tasks.values(), key=lambda h: h.name))
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def names(self) -> list[str]:
-        return sorted(self._tasks)
-
-    def describe(self) -> list[dict[str, Any]]:
-        return [handle.describe() for handle in self]
+        super().__init__(unknown=UnknownTask)
 
 
 task_registry = TaskRegistry()

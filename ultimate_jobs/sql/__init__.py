@@ -12,7 +12,7 @@ the size psycopg caches its scan for).
 A part several statements share is written once, as a fragment under
 ``-- fragment: <name>``, and a statement includes it with ``{{name}}``: the job row's
 column list (``job_input``, ``job_insert``) is one text however many statements write
-job rows. ``jobs_sql --show`` prints the statement with its fragments in place.
+job rows. A fragment may include others (``bury_lapsed`` answers ``job_claimed``). ``jobs_sql --show`` prints the statement with its fragments in place.
 """
 
 from __future__ import annotations
@@ -91,14 +91,21 @@ def split(content: str) -> tuple[list[tuple[str, str, str, str]], dict[str, str]
     return statements, fragments
 
 
-def expand(name: str, text: str, fragments: dict[str, str]) -> str:
-    """Put each ``{{fragment}}`` of ``text`` in place; an unknown name is an error."""
+def expand(
+    name: str, text: str, fragments: dict[str, str], within: tuple[str, ...] = ()
+) -> str:
+    """Put each ``{{fragment}}`` of ``text`` in place, a fragment's own includes too;
+    an unknown name, or a fragment that includes itself, is an error."""
 
     def include(match: re.Match[str]) -> str:
+        part = match.group(1)
+        if part in within:
+            raise ValueError(f"{name}: fragment {part!r} includes itself")
         try:
-            return fragments[match.group(1)]
+            found = fragments[part]
         except KeyError:
-            raise ValueError(f"{name}: unknown fragment {match.group(1)!r}") from None
+            raise ValueError(f"{name}: unknown fragment {part!r}") from None
+        return expand(name, found, fragments, (*within, part))
 
     return _INCLUDE.sub(include, text)
 

@@ -37,15 +37,43 @@ SELECT i.*,
            ord
        )
 
+-- fragment: clock
+-- The statement's one clock, a one-row `clock(now)`: the database's time, or the testing
+-- clock's `now` when a test passes one. Joined as `CROSS JOIN {{clock}}`; the planner
+-- flattens it, so `clock.now` plans as the expression itself.
+(SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock
+
+-- fragment: slot_held
+-- True while the slot row `lease` is held by a live run (L1, L2): its holder is still
+-- the claim token of a running job. Its expiry the caller checks against its clock.
+EXISTS (
+    SELECT 1
+      FROM ultimate_jobs_job AS holder
+     WHERE holder.id = lease.job_id
+       AND holder.state = 'running'
+       AND holder.lease_owner = lease.holder
+)
+
+-- fragment: queue_open
+-- True unless the queue `q.queue` is paused (L4): the claims skip its rows.
+NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause AS pause WHERE pause.queue = q.queue)
+
+-- fragment: job_claimed
+-- The columns of a claimed (or claim-settled) job row as the claims answer them
+-- (ClaimedJob in sql/rows.py), from an UPDATE of `job`.
+job.id, job.run_id, job.name, job.queue, job.priority, job.state, job.input,
+job.tenant_id, job.idempotency_key, job.attempt, job.max_attempts, job.lease_owner,
+job.correlation_id, job.enqueued_by, job.created_at, job.started_at
+
 -- fragment: lease_start
--- The SET of a claim's UPDATE of the rows a `picked` CTE took (W2, W3): running, one
--- more attempt counted, the lease started under the row's fresh claim token.
+-- The SET of a claim's UPDATE of the rows a `picked` CTE took, FROM picked and the
+-- `clock` (W2, W3): running, one more attempt counted, the lease started under the
+-- row's fresh claim token.
 SET state = 'running',
     attempt = job.attempt + 1,
     lease_owner = picked.token,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now())
-                       + make_interval(secs => %(lease_seconds)s::double precision),
-    started_at = coalesce(%(now)s::timestamptz, now()),
+    lease_expires_at = clock.now + make_interval(secs => %(lease_seconds)s::double precision),
+    started_at = clock.now,
     worker_id = %(worker_id)s::text
 
 -- fragment: bury_lapsed
@@ -54,19 +82,17 @@ SET state = 'running',
 -- handed out again; answered in the claimed-job shape for the worker to announce.
 UPDATE ultimate_jobs_job AS job
    SET state = CASE WHEN job.name = ANY(%(dropped)s::text[]) THEN 'failed' ELSE 'dead' END,
-       finished_at = coalesce(%(now)s::timestamptz, now()),
+       finished_at = clock.now,
        lease_owner = NULL,
        lease_expires_at = NULL,
        last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
        error_code = '',
        stop_reason = 'attempts-exhausted'
   FROM lapsed
+ CROSS JOIN {{clock}}
  WHERE job.id = lapsed.id
    AND lapsed.exhausted
-RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-          job.input, job.tenant_id, job.idempotency_key, job.attempt,
-          job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-          job.created_at, job.started_at, NULL::text AS lease_key
+RETURNING {{job_claimed}}, NULL::text AS lease_key
 
 -- fragment: key_free
 -- True when no live job (ready, delayed, running, suspended) of the name and tenant of
@@ -177,65 +203,44 @@ SELECT wanted.ord, holder.id, holder.run_id
        ) AS holder;
 
 -- name: job_claim :many
--- Claim up to `limit` jobs for one worker across its queues and start their lease (W2):
--- the claim of a worker that serves a job with a limit or runs under a budget (others
--- use job_claim_plain). Only the declared `names` are taken (NULL: any name, for the
--- testing runner, which settles an unknown name X_UNKNOWN_JOB).
--- Candidates are due 'ready' rows in priority order, 'delayed'/'suspended' rows whose
--- run_at passed, and 'running' rows whose lease lapsed (W5, the worker died). Paused
--- queues are skipped (L4). SKIP LOCKED lets many workers claim at once; MATERIALIZED
--- keeps each locking SELECT apart from the UPDATE, and the per-queue LATERAL lets each
--- queue use its partial index in order instead of sorting every due row.
--- Each claim stamps a fresh lease_owner token: every later write is fenced on it (W3).
--- Rows come back in claim order (priority, then age) so the worker starts them so.
--- A lapsed row already at its final attempt is not handed out: it is buried dead in
--- this same statement with LEASE_LAPSED_FINAL_ATTEMPT and returned with buried = true.
--- Limits (L1-L3, design notes in leases.py): `cap_names`/`cap_limits`/`cap_modes` are
--- the fleet caps of the jobs the worker declares ('job': concurrency=N; 'wait'/'fail':
--- a keyed Concurrency); `queue_rooms` (aligned with `queues`), `tenant_ids`/
--- `tenant_rooms` and `tenant_room` (any other tenant) are what this process's budgets
--- still allow, NULL for no budget. Candidates with no room are skipped inside the
--- scans, before the LIMIT: waiting costs them no write and no attempt. A capped run
--- takes a free slot of its key in this statement (returned as lease_key); one whose
--- slot another claim took first stays ready. Under when_busy='fail' a run whose key
--- other runs hold is settled 'failed' with X_JOB_KEY_BUSY, attempt not counted, and
--- returned with refused = true.
+-- Claim up to `limit` due 'ready' jobs for a worker that serves a capped job or runs
+-- under a budget, and start their lease (W2; others use job_claim_plain). Only the
+-- declared `names` are taken (NULL: any name, for the testing runner, which settles an
+-- unknown one X_UNKNOWN_JOB). Only 'ready' rows: every time-driven move is job_stage's
+-- (W5). Paused queues are skipped (L4); SKIP LOCKED lets workers claim side by side; a
+-- fresh lease_owner token fences every later write (W3); rows come in claim order.
+-- Limits (L1-L3, design notes in limits/slots.py): `cap_*` are the declared fleet caps
+-- ('job': concurrency=N; 'wait'/'fail': a keyed Concurrency), `*_room(s)` what this
+-- process's budgets still allow (NULL: no budget). Rows with no room are skipped inside
+-- the scans, before the LIMIT. A capped run takes a free slot of its key (lease_key);
+-- one whose slot another claim took stays ready. Under when_busy='fail' a run whose key
+-- others hold is settled 'failed', X_JOB_KEY_BUSY, attempt not counted, refused = true.
+-- Map (phase: CTEs, rules): inputs: served, cap, tenant_budget (L1-L4) -> room: held,
+--   blocked (L1-L3) -> choose: ready, ranked, picked (W2) -> slots: vacant, slotted,
+--   acquired (L1, L2) -> write: refused, claimed, counted (L2, W3, P5).
 WITH served AS (
     SELECT q.queue, q.room
       FROM unnest(%(queues)s::text[], %(queue_rooms)s::integer[]) AS q(queue, room)
      WHERE coalesce(q.room, 1) > 0
-       AND NOT EXISTS (
-               SELECT 1
-                 FROM ultimate_jobs_queue_pause AS pause
-                WHERE pause.queue = q.queue
-           )
+       AND {{queue_open}}
 ),
 cap AS (
     SELECT c.name, c.lim, c.mode
-      FROM unnest(
-               %(cap_names)s::text[],
-               %(cap_limits)s::integer[],
-               %(cap_modes)s::text[]
-           ) AS c(name, lim, mode)
+      FROM unnest(%(cap_names)s::text[], %(cap_limits)s::integer[], %(cap_modes)s::text[])
+           AS c(name, lim, mode)
 ),
 tenant_budget AS (
     SELECT t.tenant_id, t.room
       FROM unnest(%(tenant_ids)s::text[], %(tenant_rooms)s::integer[]) AS t(tenant_id, room)
 ),
 held AS MATERIALIZED (
-    -- Slots held now, per key of a capped job: the lease has not lapsed and its
-    -- holder is still the claim token of a running job.
+    -- Slots held now, per key of a capped job: not lapsed, and slot_held.
     SELECT lease.key, lease.name, count(*) AS taken
       FROM ultimate_jobs_lease AS lease
+     CROSS JOIN {{clock}}
      WHERE lease.name IN (SELECT cap.name FROM cap)
-       AND lease.expires_at >= coalesce(%(now)s::timestamptz, now())
-       AND EXISTS (
-               SELECT 1
-                 FROM ultimate_jobs_job AS holder
-                WHERE holder.id = lease.job_id
-                  AND holder.state = 'running'
-                  AND holder.lease_owner = lease.holder
-           )
+       AND lease.expires_at >= clock.now
+       AND {{slot_held}}
      GROUP BY lease.key, lease.name
 ),
 blocked AS MATERIALIZED (
@@ -249,24 +254,25 @@ blocked AS MATERIALIZED (
                   AND cap.mode <> 'fail'
                   AND (cap.mode = 'job') = (held.key = 'job:' || cap.name)
            ) AS keys,
-           ARRAY(
-               SELECT tenant_budget.tenant_id
-                 FROM tenant_budget
-                WHERE tenant_budget.room <= 0
-           ) AS tenants
+           ARRAY(SELECT t.tenant_id FROM tenant_budget AS t WHERE t.room <= 0) AS tenants
 ),
 ready AS MATERIALIZED (
-    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted,
-           candidate.name, candidate.queue, candidate.tenant_id, candidate.concurrency_key
+    SELECT candidate.id, candidate.queue, candidate.tenant_id, candidate.name, cap.lim,
+           cap.mode, CASE cap.mode WHEN 'job' THEN 'job:' || candidate.name
+                          ELSE candidate.concurrency_key END AS lease_key,
+           row_number() OVER (
+               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+           ) AS rank
       FROM served
      CROSS JOIN blocked
+     CROSS JOIN {{clock}}
      CROSS JOIN LATERAL (
                SELECT job.id, job.priority, job.run_at, job.name, job.queue,
                       job.tenant_id, job.concurrency_key
                  FROM ultimate_jobs_job AS job
                 WHERE job.state = 'ready'
                   AND job.queue = served.queue
-                  AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND job.run_at <= clock.now
                   AND (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
                   AND NOT ('job:' || job.name) = ANY(blocked.keys)
                   AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
@@ -275,95 +281,24 @@ ready AS MATERIALIZED (
                 LIMIT least(%(limit)s::integer, served.room)
                   FOR UPDATE SKIP LOCKED
            ) AS candidate
-),
-woken AS MATERIALIZED (
-    SELECT candidate.id, candidate.priority, candidate.run_at, false AS exhausted,
-           candidate.name, candidate.queue, candidate.tenant_id, candidate.concurrency_key
-      FROM served
-     CROSS JOIN blocked
-     CROSS JOIN LATERAL (
-               SELECT job.id, job.priority, job.run_at, job.name, job.queue,
-                      job.tenant_id, job.concurrency_key
-                 FROM ultimate_jobs_job AS job
-                WHERE job.state IN ('delayed', 'suspended')
-                  AND job.queue = served.queue
-                  AND job.run_at <= coalesce(%(now)s::timestamptz, now())
-                  AND (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
-                  AND NOT ('job:' || job.name) = ANY(blocked.keys)
-                  AND NOT coalesce(job.concurrency_key = ANY(blocked.keys), false)
-                  AND NOT coalesce(job.tenant_id = ANY(blocked.tenants), false)
-                ORDER BY job.run_at
-                LIMIT least(%(limit)s::integer, served.room)
-                  FOR UPDATE SKIP LOCKED
-           ) AS candidate
-),
-lapsed AS MATERIALIZED (
-    SELECT job.id, job.priority, job.run_at, job.attempt >= job.max_attempts AS exhausted,
-           job.name, job.queue, job.tenant_id, job.concurrency_key
-      FROM ultimate_jobs_job AS job
-     CROSS JOIN blocked
-     WHERE job.state = 'running'
-       AND job.lease_expires_at < coalesce(%(now)s::timestamptz, now())
-       AND job.queue IN (SELECT served.queue FROM served)
-       -- A final attempt is buried whatever the limits: it takes no slot.
-       AND (job.attempt >= job.max_attempts
-            OR (%(names)s::text[] IS NULL OR job.name = ANY(%(names)s::text[]))
-               AND NOT (('job:' || job.name) = ANY(blocked.keys)
-                    OR coalesce(job.concurrency_key = ANY(blocked.keys), false)
-                    OR coalesce(job.tenant_id = ANY(blocked.tenants), false)))
-     ORDER BY job.lease_expires_at
-     LIMIT %(limit)s::integer
-       FOR UPDATE OF job SKIP LOCKED
-),
-candidate AS (
-    SELECT c.id, c.priority, c.run_at, c.queue, c.tenant_id, c.name, cap.lim, cap.mode,
-           CASE cap.mode WHEN 'job' THEN 'job:' || c.name ELSE c.concurrency_key END
-               AS lease_key
-      FROM (
-            SELECT ready.id, ready.priority, ready.run_at, ready.exhausted, ready.name,
-                   ready.queue, ready.tenant_id, ready.concurrency_key
-              FROM ready
-             UNION ALL
-            SELECT woken.id, woken.priority, woken.run_at, woken.exhausted, woken.name,
-                   woken.queue, woken.tenant_id, woken.concurrency_key
-              FROM woken
-             UNION ALL
-            SELECT lapsed.id, lapsed.priority, lapsed.run_at, lapsed.exhausted, lapsed.name,
-                   lapsed.queue, lapsed.tenant_id, lapsed.concurrency_key
-              FROM lapsed
-           ) AS c
-      LEFT JOIN cap ON cap.name = c.name
-     WHERE NOT c.exhausted
+      LEFT JOIN cap ON cap.name = candidate.name
 ),
 ranked AS (
     -- Each candidate's place among the candidates of its key, queue and tenant.
-    SELECT candidate.id, candidate.priority, candidate.run_at, candidate.queue,
-           candidate.tenant_id, candidate.name, candidate.lim, candidate.lease_key,
-           coalesce(candidate.mode = 'fail' AND held.taken >= candidate.lim, false)
-               AS refused,
-           candidate.lim - coalesce(held.taken, 0) AS free,
-           row_number() OVER (
-               PARTITION BY candidate.lease_key
-               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-           ) AS key_rank,
-           row_number() OVER (
-               PARTITION BY candidate.queue
-               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-           ) AS queue_rank,
-           row_number() OVER (
-               PARTITION BY candidate.tenant_id
-               ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
-           ) AS tenant_rank
-      FROM candidate
-      LEFT JOIN held ON held.key = candidate.lease_key
+    SELECT ready.id, ready.rank, ready.queue, ready.tenant_id, ready.name, ready.lim,
+           ready.lease_key,
+           coalesce(ready.mode = 'fail' AND held.taken >= ready.lim, false) AS refused,
+           ready.lim - coalesce(held.taken, 0) AS free,
+           row_number() OVER (PARTITION BY ready.lease_key ORDER BY ready.rank) AS key_rank,
+           row_number() OVER (PARTITION BY ready.queue ORDER BY ready.rank) AS queue_rank,
+           row_number() OVER (PARTITION BY ready.tenant_id ORDER BY ready.rank) AS tenant_rank
+      FROM ready
+      LEFT JOIN held ON held.key = ready.lease_key
 ),
 picked AS MATERIALIZED (
     -- MATERIALIZED: the token is drawn once per row, for the slot and the claim alike.
     SELECT ranked.id, ranked.name, ranked.lim, ranked.lease_key, ranked.refused,
-           gen_random_uuid() AS token,
-           row_number() OVER (
-               ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
-           ) AS position
+           gen_random_uuid() AS token, row_number() OVER (ORDER BY ranked.rank) AS position
       FROM ranked
       JOIN served ON served.queue = ranked.queue
       LEFT JOIN tenant_budget ON tenant_budget.tenant_id = ranked.tenant_id
@@ -373,7 +308,7 @@ picked AS MATERIALIZED (
             OR ranked.tenant_rank <= coalesce(
                    tenant_budget.room, %(tenant_room)s::integer, %(limit)s::integer
                ))
-     ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
+     ORDER BY ranked.rank
      LIMIT %(limit)s::integer
 ),
 vacant AS (
@@ -381,151 +316,90 @@ vacant AS (
     -- the holder seen in each (NULL: no row yet).
     SELECT wanted.key, slot.n AS slot, lease.holder AS seen,
            row_number() OVER (PARTITION BY wanted.key ORDER BY slot.n) AS nth
-      FROM (
-            SELECT DISTINCT picked.lease_key AS key, picked.lim
+      FROM (SELECT DISTINCT picked.lease_key AS key, picked.lim
               FROM picked
-             WHERE picked.lease_key IS NOT NULL
-               AND NOT picked.refused
-           ) AS wanted
+             WHERE picked.lease_key IS NOT NULL AND NOT picked.refused) AS wanted
+     CROSS JOIN {{clock}}
      CROSS JOIN LATERAL generate_series(0, wanted.lim - 1) AS slot(n)
       LEFT JOIN ultimate_jobs_lease AS lease
              ON lease.key = wanted.key
             AND lease.slot = slot.n
      WHERE lease.id IS NULL
-        OR lease.expires_at < coalesce(%(now)s::timestamptz, now())
-        OR NOT EXISTS (
-               SELECT 1
-                 FROM ultimate_jobs_job AS holder
-                WHERE holder.id = lease.job_id
-                  AND holder.state = 'running'
-                  AND holder.lease_owner = lease.holder
-           )
+        OR lease.expires_at < clock.now
+        OR NOT {{slot_held}}
 ),
 slotted AS (
     -- The n-th capped run of a key gets the n-th free slot of that key.
     SELECT mine.id, mine.name, mine.token, vacant.key, vacant.slot, vacant.seen
-      FROM (
-            SELECT picked.id, picked.name, picked.token, picked.lease_key,
-                   row_number() OVER (
-                       PARTITION BY picked.lease_key ORDER BY picked.position
-                   ) AS nth
+      FROM (SELECT picked.id, picked.name, picked.token, picked.lease_key,
+                   row_number() OVER (PARTITION BY picked.lease_key ORDER BY picked.position)
+                       AS nth
               FROM picked
-             WHERE picked.lease_key IS NOT NULL
-               AND NOT picked.refused
-           ) AS mine
+             WHERE picked.lease_key IS NOT NULL AND NOT picked.refused) AS mine
       JOIN vacant
         ON vacant.key = mine.lease_key
        AND vacant.nth = mine.nth
 ),
 acquired AS (
-    -- One INSERT in (key, slot) order, so concurrent claims lock slots in one order.
-    -- A row already there is taken over only while it still names the holder this
-    -- claim saw, and, if that holder is still running, only once its lease lapsed
-    -- on the row's latest version (a late heartbeat that renewed it keeps it).
-    INSERT INTO ultimate_jobs_lease AS lease (
-        key, slot, name, holder, job_id, taken_from, acquired_at, expires_at
-    )
+    -- One INSERT in (key, slot) order, so concurrent claims lock slots in one order. A
+    -- row already there is taken over only while it names the holder this claim saw and
+    -- is not held or lapsed on its latest version (a late heartbeat's renewal keeps it).
+    INSERT INTO ultimate_jobs_lease AS lease
+           (key, slot, name, holder, job_id, taken_from, acquired_at, expires_at)
     SELECT slotted.key, slotted.slot, slotted.name, slotted.token, slotted.id,
-           slotted.seen, coalesce(%(now)s::timestamptz, now()),
-           coalesce(%(now)s::timestamptz, now())
-               + make_interval(secs => %(lease_seconds)s::double precision)
+           slotted.seen, clock.now,
+           clock.now + make_interval(secs => %(lease_seconds)s::double precision)
       FROM slotted
+     CROSS JOIN {{clock}}
      ORDER BY slotted.key, slotted.slot
         ON CONFLICT (key, slot) DO UPDATE
-       SET name = excluded.name,
-           holder = excluded.holder,
-           job_id = excluded.job_id,
-           taken_from = excluded.taken_from,
-           acquired_at = excluded.acquired_at,
-           expires_at = excluded.expires_at
+       SET (name, holder, job_id, taken_from, acquired_at, expires_at) = (
+               excluded.name, excluded.holder, excluded.job_id, excluded.taken_from,
+               excluded.acquired_at, excluded.expires_at)
      WHERE lease.holder = excluded.taken_from
-       AND (lease.expires_at < coalesce(%(now)s::timestamptz, now())
-            OR NOT EXISTS (
-                   SELECT 1
-                     FROM ultimate_jobs_job AS holder
-                    WHERE holder.id = lease.job_id
-                      AND holder.state = 'running'
-                      AND holder.lease_owner = lease.holder
-               ))
+       AND (lease.expires_at < excluded.acquired_at OR NOT {{slot_held}})
     RETURNING lease.job_id
-),
-buried AS (
-    {{bury_lapsed}}
 ),
 refused AS (
     UPDATE ultimate_jobs_job AS job
-       SET state = 'failed',
-           finished_at = coalesce(%(now)s::timestamptz, now()),
-           lease_owner = NULL,
-           lease_expires_at = NULL,
+       SET state = 'failed', finished_at = clock.now,
+           lease_owner = NULL, lease_expires_at = NULL,
            last_error = 'X_JOB_KEY_BUSY: every slot of ' || picked.lease_key
                         || ' is held by another run (limit ' || picked.lim || ')',
            error_code = 'X_JOB_KEY_BUSY',
            stop_reason = 'refused'
-      FROM picked
+      FROM picked CROSS JOIN {{clock}}
      WHERE job.id = picked.id
        AND picked.refused
-    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-              job.input, job.tenant_id, job.idempotency_key, job.attempt,
-              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at, picked.lease_key
+    RETURNING {{job_claimed}}, picked.lease_key
 ),
 claimed AS (
     UPDATE ultimate_jobs_job AS job
        {{lease_start}}
       FROM picked
+     CROSS JOIN {{clock}}
      WHERE job.id = picked.id
        AND NOT picked.refused
-       AND (picked.lease_key IS NULL
-            OR picked.id IN (SELECT acquired.job_id FROM acquired))
-    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-              job.input, job.tenant_id, job.idempotency_key, job.attempt,
-              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at, picked.lease_key
-),
-lapsed_kept AS (
-    -- P6: a lapsed row taken over keeps the attempt that died. Every part of one
-    -- statement reads the same snapshot, so `before` is the row as it was.
-    INSERT INTO ultimate_jobs_attempt
-           (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
-    SELECT before.id, before.run_id, before.attempt, before.worker_id,
-           before.started_at, before.lease_expires_at, 'lapsed', 'LEASE_LAPSED'
-      FROM claimed
-      JOIN ultimate_jobs_job AS before ON before.id = claimed.id
-     WHERE before.state = 'running'
+       AND (picked.lease_key IS NULL OR picked.id IN (SELECT job_id FROM acquired))
+    RETURNING {{job_claimed}}, picked.lease_key
 ),
 counted AS (
-    -- P5: a burial counts dead (or failed), a refusal failed, with no duration.
+    -- P5: a refusal counts failed, with no duration.
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
-    SELECT ended.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
-           count(*) FILTER (WHERE ended.state = 'failed'),
-           count(*) FILTER (WHERE ended.state = 'dead')
-      FROM (
-            SELECT buried.name, buried.state FROM buried
-             UNION ALL
-            SELECT refused.name, refused.state FROM refused
-           ) AS ended
-     GROUP BY ended.name
-     ORDER BY ended.name
+    SELECT refused.name, 60, date_trunc('minute', clock.now), count(*), 0
+      FROM refused CROSS JOIN {{clock}}
+     GROUP BY refused.name, clock.now
+     ORDER BY refused.name
         ON CONFLICT (name, tier, bucket) DO UPDATE
-       SET failed = counter.failed + excluded.failed,
-           dead = counter.dead + excluded.dead
+       SET failed = counter.failed + excluded.failed
     RETURNING counter.name
 )
-SELECT answer.buried, answer.refused, answer.id, answer.run_id, answer.name,
-       answer.queue, answer.priority, answer.state, answer.input, answer.tenant_id,
-       answer.idempotency_key, answer.attempt, answer.max_attempts, answer.lease_owner,
-       answer.correlation_id, answer.enqueued_by, answer.created_at, answer.started_at,
-       answer.lease_key
-  FROM (
-        SELECT false AS buried, false AS refused, claimed.* FROM claimed
+SELECT answer.*
+  FROM (SELECT false AS refused, claimed.* FROM claimed
          UNION ALL
-        SELECT true AS buried, false AS refused, buried.* FROM buried
-         UNION ALL
-        SELECT false AS buried, true AS refused, refused.* FROM refused
-       ) AS answer
-  LEFT JOIN picked ON picked.id = answer.id
- ORDER BY picked.position NULLS LAST;
+        SELECT true AS refused, refused.* FROM refused) AS answer
+  JOIN picked ON picked.id = answer.id
+ ORDER BY picked.position;
 
 -- name: job_claim_plain :many
 -- Claim up to `limit` due 'ready' jobs for one worker across its queues and start their
@@ -546,18 +420,15 @@ WITH picked AS MATERIALIZED (
       FROM (
             SELECT q.queue
               FROM unnest(%(queues)s::text[]) AS q(queue)
-             WHERE NOT EXISTS (
-                       SELECT 1
-                         FROM ultimate_jobs_queue_pause AS pause
-                        WHERE pause.queue = q.queue
-                   )
+             WHERE {{queue_open}}
            ) AS served
+     CROSS JOIN {{clock}}
      CROSS JOIN LATERAL (
                SELECT job.id, job.priority, job.run_at
                  FROM ultimate_jobs_job AS job
                 WHERE job.state = 'ready'
                   AND job.queue = served.queue
-                  AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND job.run_at <= clock.now
                   AND job.name = ANY(%(names)s::text[])
                 ORDER BY job.priority DESC, job.run_at, job.id
                 LIMIT %(limit)s::integer
@@ -570,13 +441,11 @@ claimed AS (
     UPDATE ultimate_jobs_job AS job
        {{lease_start}}
       FROM picked
+     CROSS JOIN {{clock}}
      WHERE job.id = picked.id
-    RETURNING job.id, job.run_id, job.name, job.queue, job.priority, job.state,
-              job.input, job.tenant_id, job.idempotency_key, job.attempt,
-              job.max_attempts, job.lease_owner, job.correlation_id, job.enqueued_by,
-              job.created_at, job.started_at, picked.position
+    RETURNING {{job_claimed}}, picked.position
 )
-SELECT false AS buried, false AS refused, claimed.id, claimed.run_id, claimed.name,
+SELECT false AS refused, claimed.id, claimed.run_id, claimed.name,
        claimed.queue, claimed.priority, claimed.state, claimed.input, claimed.tenant_id,
        claimed.idempotency_key, claimed.attempt, claimed.max_attempts,
        claimed.lease_owner, claimed.correlation_id, claimed.enqueued_by,
@@ -597,26 +466,32 @@ SELECT false AS buried, false AS refused, claimed.id, claimed.run_id, claimed.na
 -- Always answers at least one row: `staged` (rows made ready) and `ready` (whether a
 -- due ready row of a declared name waits in a served queue, so an idle poll claims
 -- only when there is work); the buried rows, if any, ride along with it (id NULL when
--- there are none).
+-- there are none). The one owner of every time-driven move, for every worker and the
+-- testing runner: both claims take 'ready' rows only.
+-- Map (phase: CTEs, rules): pick: due (S3), lapsed (W5) -> move: woken (W3, W5),
+--   buried (bury_lapsed, W5) -> record: lapsed_kept (P6), counted (P5)
+--   -> answer: summary (W2, N1).
 WITH due AS MATERIALIZED (
     SELECT job.id
       FROM ultimate_jobs_job AS job
+     CROSS JOIN {{clock}}
      WHERE job.state IN ('delayed', 'suspended')
        AND job.queue = ANY(%(queues)s::text[])
-       AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+       AND job.run_at <= clock.now
      ORDER BY job.run_at
      LIMIT %(limit)s::integer
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF job SKIP LOCKED
 ),
 lapsed AS MATERIALIZED (
     SELECT job.id, job.attempt >= job.max_attempts AS exhausted
       FROM ultimate_jobs_job AS job
+     CROSS JOIN {{clock}}
      WHERE job.state = 'running'
-       AND job.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+       AND job.lease_expires_at < clock.now
        AND job.queue = ANY(%(queues)s::text[])
      ORDER BY job.lease_expires_at
      LIMIT %(limit)s::integer
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF job SKIP LOCKED
 ),
 woken AS (
     UPDATE ultimate_jobs_job AS job
@@ -635,8 +510,8 @@ buried AS (
     {{bury_lapsed}}
 ),
 lapsed_kept AS (
-    -- P6: a lapsed row made ready again keeps the attempt that died, as the limited
-    -- claim does for the rows it takes over. Every part of one statement reads the same
+    -- P6: a lapsed row made ready again keeps the attempt that died (the claim that
+    -- takes it next counts a new one). Every part of one statement reads the same
     -- snapshot, so `before` is the row as it was.
     INSERT INTO ultimate_jobs_attempt
            (job_id, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
@@ -649,11 +524,12 @@ lapsed_kept AS (
 counted AS (
     -- P5: a burial counts dead (or failed), with no duration.
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead)
-    SELECT buried.name, 60, date_trunc('minute', coalesce(%(now)s::timestamptz, now())),
+    SELECT buried.name, 60, date_trunc('minute', clock.now),
            count(*) FILTER (WHERE buried.state = 'failed'),
            count(*) FILTER (WHERE buried.state = 'dead')
       FROM buried
-     GROUP BY buried.name
+     CROSS JOIN {{clock}}
+     GROUP BY buried.name, clock.now
      ORDER BY buried.name
         ON CONFLICT (name, tier, bucket) DO UPDATE
        SET failed = counter.failed + excluded.failed,
@@ -666,12 +542,13 @@ summary AS (
                -- The claim's own walk of the ready index, one row deep per queue.
                SELECT 1
                  FROM unnest(%(queues)s::text[]) AS served(queue)
+                CROSS JOIN {{clock}}
                 CROSS JOIN LATERAL (
                           SELECT job.id
                             FROM ultimate_jobs_job AS job
                            WHERE job.state = 'ready'
                              AND job.queue = served.queue
-                             AND job.run_at <= coalesce(%(now)s::timestamptz, now())
+                             AND job.run_at <= clock.now
                              AND job.name = ANY(%(names)s::text[])
                            ORDER BY job.priority DESC, job.run_at, job.id
                            LIMIT 1
@@ -993,7 +870,7 @@ AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
 
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per
--- call), from the hot table and from history (Q2: a finished job moved there is
+-- call), from the hot table and from the archive (Q2: a finished job moved there is
 -- retried or removed like one still in the hot table). For a requeue, a finished row
 -- whose key a live job holds is left out (it could not move), and of several finished
 -- rows sharing one key only the oldest is taken, so "call until remaining is zero"
@@ -1005,7 +882,7 @@ WITH matching AS (
        AND (NOT %(requeue)s::boolean OR {{key_free}})
      UNION ALL
     SELECT job.id, job.name, job.tenant_id, job.idempotency_key
-      FROM ultimate_jobs_job_history AS job
+      FROM ultimate_jobs_job_archive AS job
      WHERE {{bulk_match}}
        AND (NOT %(requeue)s::boolean OR {{key_free}})
 ),

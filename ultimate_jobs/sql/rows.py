@@ -34,9 +34,9 @@ def typed(name: str, row: type[R]) -> Query[R]:
 
 
 class ClaimedJob(TypedDict):
-    """A row ``job_claim`` answers: a run to execute, or one the claim itself ended."""
+    """A row ``job_claim`` / ``job_claim_plain`` answers: a run to execute, or one the
+    claim itself ended (refused)."""
 
-    buried: bool  # W5: the lease lapsed on the final attempt; settled dead by the claim
     refused: bool  # L2: when_busy="fail" over a busy key; settled failed by the claim
     id: uuid.UUID
     run_id: uuid.UUID

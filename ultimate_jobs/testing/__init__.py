@@ -1,7 +1,9 @@
 """Helpers for tests of code that enqueues and runs jobs (X1).
 
 ``run_jobs()`` drains the queue in the test's own thread, on the test's own database
-connection, through the real SQL a worker runs (claim, steps, fenced settle), with a
+connection, through the real SQL a worker runs: the worker's own claimer (the staging
+pass, the plain claim for uncapped jobs, the limited claim for capped ones and unknown
+names, admission; runtime/claimer.py), then the steps and the fenced settle, with a
 clock the test controls: ``travel(timedelta(days=3))`` makes delays, retries, sleeps and
 event timeouts due without waiting (the clock stands in for the database's in every
 statement the runner makes). ``reset_events()`` forgets published events between tests
@@ -29,15 +31,13 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.durable.events import reset_events
-from ultimate_jobs.limits.caps import claim_parameters
-from ultimate_jobs.runtime.admission import Admission, admit
+from ultimate_jobs.runtime.claimer import Claimer
 from ultimate_jobs.runtime.executor import Executor
-from ultimate_jobs.runtime.outcomes import Attempt, Outcome, announce
+from ultimate_jobs.runtime.outcomes import Attempt
 from ultimate_jobs.runtime.relay import Relay
 from ultimate_jobs.runtime.settle import Settler
-from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.scheduling.scheduler import Scheduler
-from ultimate_jobs.sql.rows import JOB_CLAIM, ClaimedJob
+from ultimate_jobs.sql.rows import ClaimedJob
 
 
 class Clock:
@@ -120,11 +120,11 @@ class JobsTestRunner:
             # every other exception a body raises ends its attempt, as in a worker.
             reraise=(KeyboardInterrupt,),
         )
-        served = list(queues or self.jobs.queues() or ["default"])
+        claimer = self.claimer(queues)
         attempts: list[Attempt] = []
         while max_jobs is None or len(attempts) < max_jobs:
             self.relay()
-            claimed = self._claim(served)
+            claimed = self._claim(claimer)
             if claimed is None:
                 break
             attempts.append(executor.execute(claimed))
@@ -147,42 +147,31 @@ class JobsTestRunner:
                 return published
             published += done.published
 
-    def _claim(self, queues: list[str]) -> ClaimedJob | None:
+    def claimer(self, queues: Sequence[str] | None = None) -> Claimer:
+        """The worker's claimer on the test's connection and clock: each claim stages
+        first (the clock may have moved), then claims as a worker does, any name
+        (an undeclared one is settled X_UNKNOWN_JOB, as a worker of a deploy that
+        declares nothing would never see it)."""
+        return Claimer(
+            self.db,
+            jobs=self.jobs,
+            queues=list(queues or self.jobs.queues() or ["default"]),
+            worker_id="testing",
+            lease=get_settings().LEASE,
+            stage_every=0.0,
+            clock=self.clock.now,
+            any_name=True,
+        )
+
+    def _claim(self, claimer: Claimer) -> ClaimedJob | None:
+        """The next run to execute; rows the round ended (buried, refused, handed
+        back, unreadable) are settled and announced by the claimer."""
         while True:
-            dropped = [h.name for h in self.jobs if not h.definition.dead_letter]
-            rows = self.db.run(
-                JOB_CLAIM,
-                queues=queues,
-                limit=1,
-                worker_id="testing",
-                lease_seconds=get_settings().LEASE,
-                dropped=dropped,
-                names=None,  # any name: an unknown one is settled X_UNKNOWN_JOB
-                now=self.clock.now(),
-                **claim_parameters(self.jobs),  # fleet caps (L1, L2)
-            )
-            if self.db.unreadable:  # B4: as a worker does
-                bury_unreadable(
-                    Settler(self.db, now=self.clock.now),
-                    self.db.unreadable,
-                    dropped=dropped,
-                )
-                continue
-            if not rows:
+            rows = claimer.run_once(1)
+            if rows:
+                return rows[0]
+            if not claimer.again:
                 return None
-            row = rows[0]
-            if not row["buried"]:
-                if (
-                    admit(self.db, self.jobs, row, now=self.clock.now())
-                    is Admission.RUN
-                ):
-                    return row
-                continue  # refused, or handed back with its concurrency key
-            if row["name"] in self.jobs:
-                outcome = (
-                    Outcome.DEAD_LETTERED if row["state"] == "dead" else Outcome.DROPPED
-                )
-                announce(self.jobs.get(row["name"]), row, None, outcome)
 
 
 # Django 6.1 renamed transaction.savepoint() to savepoint_create(); 5.2 has only the former.

@@ -48,13 +48,13 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenant
-from ultimate_jobs.declaration.durations import Duration, parse_duration
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.factory import declare
 from ultimate_jobs.enqueue.handle import JobHandle
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.durations import Duration, parse_duration
+from ultimate_jobs.ground.exceptions import (
     InvalidJobPayload,
     JobDeclarationInvalid,
     JobTenantMismatch,

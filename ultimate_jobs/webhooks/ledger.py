@@ -34,8 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
-from ultimate_jobs.declaration.bounds import check_text
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.sql import QUERIES
 
 

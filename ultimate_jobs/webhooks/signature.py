@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ultimate_jobs.exceptions import WebhookInvalid, WebhookSignatureInvalid
+from ultimate_jobs.ground.exceptions import WebhookInvalid, WebhookSignatureInvalid
 
 if TYPE_CHECKING:
     from django.http import HttpRequest

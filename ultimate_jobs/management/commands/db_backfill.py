@@ -18,7 +18,7 @@ from ultimate_jobs.backfills import ledger as backfill_ledger
 from ultimate_jobs.backfills import runs as backfill_runs
 from ultimate_jobs.backfills.runs import Outcome, Plan, Progress
 from ultimate_jobs.backfills.sweep import registered_backfills
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models.backfills import BackfillStatus
 
 BAR = 30

@@ -18,7 +18,7 @@ from ultimate_jobs import api
 from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.api.overview import declared_queues
 from ultimate_jobs.conf import on_alias
-from ultimate_jobs.exceptions import InvalidArgument, JobsError
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
 
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
 from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.logs import configure_default_logging

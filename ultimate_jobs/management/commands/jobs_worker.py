@@ -8,10 +8,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
-from ultimate_jobs.declaration.bounds import check_text
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.enqueue.queues import check_declared
-from ultimate_jobs.exceptions import JobsError
+from ultimate_jobs.ground.bounds import check_text
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
 from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
 from ultimate_jobs.management.supervisor import supervise

@@ -1,21 +1,21 @@
-"""The hot table with and without the partitioned history (Q2), as jobs pour through.
+"""The hot table with and without the partitioned archive (Q2), as jobs pour through.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/DB \\
-        .venv/bin/python -m benchmarks.history --jobs 10000000 --at 1000000,5000000
+        .venv/bin/python -m benchmarks.archive --jobs 10000000 --at 1000000,5000000
 
 Pushes ``--jobs`` no-op jobs through the engine's own named statements from one tight
 driver, with no worker process and no Python job body: each cycle enqueues ``--cycle``
 jobs (``job_enqueue``, the rows ``enqueue_many`` builds), claims them all
 (``job_claim_plain``, ``--claim`` rows a statement, as a worker does) and settles them
 done (``job_complete``, the batched ack). With the mover (the default) every cycle then
-runs the history mover as the scheduler leader does (``runtime/history.move``, with
-``HISTORY_AFTER`` from the settings or ``--after``, batches of ``--move-batch``); ``--no-mover``
+runs the archive mover as the scheduler leader does (``maintenance/archive.move``, with
+``ARCHIVE_AFTER`` from the settings or ``--after``, batches of ``--move-batch``); ``--no-mover``
 leaves every finished row in the hot table, as before Q2. Autovacuum runs as the
 server is configured.
 
 At each checkpoint (``--at``, and the end) it reports: the hot table's total size
 (``pg_total_relation_size``: heap, indexes, TOAST) and its live and dead tuples and
-autovacuum runs (``pg_stat_user_tables``); the history's total size over every day;
+autovacuum runs (``pg_stat_user_tables``); the archive's total size over every day;
 the claim's time, the median and the slowest of ``--samples`` claims of 10 rows (wall
 time of the statement from this process, a round trip included) with ``--backlog``
 ready jobs waiting; and the time of a plain ``VACUUM`` of the hot table. Checkpoints are
@@ -40,12 +40,12 @@ os.environ.setdefault("DEBUG", "false")  # no query log: the prepared, native pa
 
 import django
 
-QUEUE = "bench_history"
-NAME = "bench_history_noop"
+QUEUE = "bench_archive"
+NAME = "bench_archive_noop"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.history")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.archive")
     parser.add_argument("--jobs", type=int, default=10_000_000)
     parser.add_argument(
         "--at",
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claim", type=int, default=1_000, help="rows per claim")
     parser.add_argument("--move-batch", type=int, default=5_000)
     parser.add_argument(
-        "--after", type=float, default=None, help="HISTORY_AFTER, s (default: setting)"
+        "--after", type=float, default=None, help="ARCHIVE_AFTER, s (default: setting)"
     )
     parser.add_argument("--samples", type=int, default=50, help="claims timed")
     parser.add_argument("--backlog", type=int, default=10_000, help="ready while timed")
@@ -100,13 +100,13 @@ class Bench:
         self.handle = noop
         self.args = args
         self.settings = get_settings()
-        self.db = DirectDatabase("default", application_name="bench history")
+        self.db = DirectDatabase("default", application_name="bench archive")
         self.worker_id = f"bench-{uuid.uuid4().hex[:6]}"
         self.done = 0  # jobs settled done
         self.pending = 0  # enqueued, not settled yet
         self.moved = 0
         self.after = (
-            self.settings.HISTORY_AFTER if args.after is None else float(args.after)
+            self.settings.ARCHIVE_AFTER if args.after is None else float(args.after)
         )
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:
@@ -118,7 +118,7 @@ class Bench:
 
     def reset(self) -> None:
         self.sql(
-            "TRUNCATE ultimate_jobs_job, ultimate_jobs_job_history, ultimate_jobs_step,"
+            "TRUNCATE ultimate_jobs_job, ultimate_jobs_job_archive, ultimate_jobs_step,"
             " ultimate_jobs_attempt, ultimate_jobs_run_log, ultimate_jobs_counter CASCADE"
         )
         self.sql("SELECT pg_stat_reset()")
@@ -158,10 +158,10 @@ class Bench:
         )
 
     def move(self) -> None:
-        from ultimate_jobs.runtime import history
+        from ultimate_jobs.maintenance import archive
 
         while True:
-            done = history.move(
+            done = archive.move(
                 self.db,
                 after=self.after,
                 batch=self.args.move_batch,
@@ -203,10 +203,10 @@ class Bench:
             " n_dead_tup, autovacuum_count FROM pg_stat_user_tables"
             " WHERE relname = 'ultimate_jobs_job'"
         )
-        [(history_bytes, days)] = self.sql(
+        [(archive_bytes, days)] = self.sql(
             "SELECT coalesce(sum(pg_total_relation_size(relid)), 0), count(*)"
             " FILTER (WHERE isleaf)"
-            " FROM pg_partition_tree('ultimate_jobs_job_history')"
+            " FROM pg_partition_tree('ultimate_jobs_job_archive')"
         )
         [(hot_rows,)] = self.sql("SELECT count(*) FROM ultimate_jobs_job")
         started = time.perf_counter()
@@ -219,7 +219,7 @@ class Bench:
             "live": live,
             "dead": dead,
             "autovacuums": autovacuums,
-            "history_bytes": history_bytes,
+            "archive_bytes": archive_bytes,
             "days": days,
             "moved": self.moved,
             "claim_median_ms": statistics.median(times),
@@ -236,8 +236,8 @@ def describe(row: dict[str, Any]) -> str:
     return (
         f"{row['done']:,} jobs done after {row['elapsed_s']:.0f} s: hot table "
         f"{row['hot_rows']:,} rows, {mib(row['hot_bytes'])} (dead tuples "
-        f"{row['dead']:,}, autovacuum runs {row['autovacuums']}); history "
-        f"{row['moved']:,} moved, {mib(row['history_bytes'])} over {row['days']} "
+        f"{row['dead']:,}, autovacuum runs {row['autovacuums']}); archive "
+        f"{row['moved']:,} moved, {mib(row['archive_bytes'])} over {row['days']} "
         f"days; claim of 10 median {row['claim_median_ms']:.2f} ms, slowest "
         f"{row['claim_max_ms']:.2f} ms; VACUUM of the hot table {row['vacuum_s']:.2f} s"
     )
@@ -246,16 +246,16 @@ def describe(row: dict[str, Any]) -> str:
 def table(rows: list[dict[str, Any]], *, mover: bool, after: float) -> str:
     lines = [
         "",
-        f"history mover: {f'on, HISTORY_AFTER {after:g} s' if mover else 'off'}",
+        f"the archive mover: {f'on, ARCHIVE_AFTER {after:g} s' if mover else 'off'}",
         "",
-        "| jobs done | hot rows | hot table | dead tuples | autovacuums | history "
+        "| jobs done | hot rows | hot table | dead tuples | autovacuums | archive "
         "| claim median | claim slowest | VACUUM hot |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['done']:,} | {row['hot_rows']:,} | {mib(row['hot_bytes'])} "
-            f"| {row['dead']:,} | {row['autovacuums']} | {mib(row['history_bytes'])} "
+            f"| {row['dead']:,} | {row['autovacuums']} | {mib(row['archive_bytes'])} "
             f"| {row['claim_median_ms']:.2f} ms | {row['claim_max_ms']:.2f} ms "
             f"| {row['vacuum_s']:.2f} s |"
         )

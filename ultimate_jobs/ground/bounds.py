@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ultimate_jobs.exceptions import (
+from ultimate_jobs.ground.exceptions import (
     InputTooDeep,
     InputTooLarge,
     InstantOutOfRange,

@@ -6,8 +6,8 @@ import math
 import re
 from datetime import timedelta
 
-from ultimate_jobs.declaration.bounds import MAX_HORIZON_SECONDS
-from ultimate_jobs.exceptions import InvalidArgument, InvalidDuration
+from ultimate_jobs.ground.bounds import MAX_HORIZON_SECONDS
+from ultimate_jobs.ground.exceptions import InvalidArgument, InvalidDuration
 
 Duration = int | float | timedelta | str
 

@@ -1,7 +1,7 @@
-"""The history of finished jobs (Q2): ``ultimate_jobs_job_history``.
+"""The archive of finished jobs (Q2): ``ultimate_jobs_job_archive``.
 
-A finished job leaves the hot table for this one after ``HISTORY_AFTER``
-(runtime/history.py moves it). The table is partitioned by the UTC day of
+A finished job leaves the hot table for this one after ``ARCHIVE_AFTER``
+(maintenance/archive.py moves it). The table is partitioned by the UTC day of
 ``finished_at`` (one partition a day, made ahead by the scheduler leader), so retention
 drops whole days (retention/jobs.py). Django cannot declare a partitioned table: the
 migration creates it with ``RunSQL`` and this model only reads it (``managed =
@@ -12,7 +12,7 @@ made here (H5), and that is the key Django is told.
 ``trail`` holds what the hot table kept beside the row and deleted with it: the job's
 ``steps``, ``attempts`` and run ``logs``, each a list of that table's rows as JSON;
 the readers turn them back into rows (``as_job``) and a retry moves them back with
-the job (sql/history.sql, history_restore).
+the job (sql/archive.sql, archive_restore).
 """
 
 from __future__ import annotations
@@ -26,26 +26,26 @@ from ultimate_jobs.models.jobs import Job, JobColumns, JobStep
 from ultimate_jobs.models.readable import ReadableQuerySet
 from ultimate_jobs.models.runlogs import RunLog
 
-HistoryManager = models.Manager.from_queryset(ReadableQuerySet)
+ArchiveManager = models.Manager.from_queryset(ReadableQuerySet)
 
 
-class JobHistory(JobColumns):
-    """A finished job, read from its day of history."""
+class JobArchive(JobColumns):
+    """A finished job, read from its day of the archive."""
 
     trail = models.JSONField(default=dict)
     moved_at = models.DateTimeField()
 
-    objects = HistoryManager()
+    objects = ArchiveManager()
 
     class Meta(JobColumns.Meta):
         abstract = False
         managed = False
-        db_table = "ultimate_jobs_job_history"
+        db_table = "ultimate_jobs_job_archive"
         ordering = ("-id",)
-        verbose_name_plural = "job history"
+        verbose_name_plural = "job archive"
 
     def __str__(self) -> str:
-        return f"{self.name} {self.id} ({self.state}, history)"
+        return f"{self.name} {self.id} ({self.state}, archive)"
 
 
 def _rows(model: type[models.Model], stored: Any) -> list[Any]:
@@ -72,11 +72,11 @@ def _cache(job: Job, accessor: str, model: type[models.Model], rows: list[Any]) 
     job._prefetched_objects_cache[accessor] = cached  # type: ignore[attr-defined]
 
 
-def as_job(row: JobHistory) -> Job:
-    """A job in history as a ``Job`` every reader of the hot table can show: the same
+def as_job(row: JobArchive) -> Job:
+    """A job in the archive as a ``Job`` every reader of the hot table can show: the same
     columns, and its steps, attempts and run logs (``job.steps.all()``,
     ``job.attempts.all()``, ``job.logs.all()``) read from ``trail``. Never saved: a
-    retry moves the row back first (sql/history.sql, history_restore)."""
+    retry moves the row back first (sql/archive.sql, archive_restore)."""
     job = Job(
         **{
             field.attname: getattr(row, field.attname)

@@ -1,4 +1,4 @@
-"""Retention of history (F6, Q2): a day no rule keeps a row of is dropped whole; a
+"""Retention of the archive (F6, Q2): a day no rule keeps a row of is dropped whole; a
 shorter rule still deletes rows of the days left; a ``last``-only rule keeps the days
 of the rows it keeps; the app's purge does all of it in its ``jobs`` target."""
 
@@ -15,9 +15,9 @@ from django.utils import timezone
 from ultimate_jobs import NO_TENANT, job
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.jobs import PURGE, purge_tables
-from ultimate_jobs.models import Job, JobHistory
+from ultimate_jobs.maintenance import archive
+from ultimate_jobs.models import Job, JobArchive
 from ultimate_jobs.retention.jobs import JobRetention
-from ultimate_jobs.runtime import history
 from ultimate_jobs.testing.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -26,12 +26,12 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture(autouse=True)
-def empty_history(django_db_blocker: Any) -> Iterator[None]:
+def empty_archive(django_db_blocker: Any) -> Iterator[None]:
     """Django's flush leaves unmanaged tables alone; old days are dropped too."""
 
     def clear() -> None:
         with django_db_blocker.unblock(), connection.cursor() as cursor:
-            cursor.execute("TRUNCATE ultimate_jobs_job_history")
+            cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
     clear()
     yield
@@ -43,9 +43,9 @@ def days() -> set[str]:
         cursor.execute(
             "SELECT child.relname FROM pg_inherits JOIN pg_class AS child"
             " ON child.oid = inhrelid"
-            " WHERE inhparent = 'ultimate_jobs_job_history'::regclass"
+            " WHERE inhparent = 'ultimate_jobs_job_archive'::regclass"
         )
-        return {name.removeprefix("ultimate_jobs_job_history_p") for (name,) in cursor}
+        return {name.removeprefix("ultimate_jobs_job_archive_p") for (name,) in cursor}
 
 
 def day(moment: datetime) -> str:
@@ -53,7 +53,7 @@ def day(moment: datetime) -> str:
 
 
 def moved(now: datetime, **rows: tuple[str, timedelta]) -> dict[str, Any]:
-    """Finished rows keyed by label, moved to history as the leader would."""
+    """Finished rows keyed by label, moved to the archive as the leader would."""
     made = {
         label: JobFactory.create(
             name=name,
@@ -64,7 +64,7 @@ def moved(now: datetime, **rows: tuple[str, timedelta]) -> dict[str, Any]:
         ).id
         for label, (name, age) in rows.items()
     }
-    history.move(
+    archive.move(
         DjangoDatabase("default"), after=60.0, batch=1000, max_batches=10, now=now
     )
     assert Job.objects.filter(pk__in=made.values()).count() == 0
@@ -72,7 +72,7 @@ def moved(now: datetime, **rows: tuple[str, timedelta]) -> dict[str, Any]:
 
 
 def left() -> list[str]:
-    return sorted(JobHistory.objects.values_list("idempotency_key", flat=True))
+    return sorted(JobArchive.objects.values_list("idempotency_key", flat=True))
 
 
 def test_days_past_every_rule_are_dropped_whole_and_shorter_rules_delete_rows():
@@ -127,7 +127,7 @@ def test_a_last_only_rule_keeps_the_days_of_the_rows_it_keeps(clean_registry):
     assert day(now - 60 * DAY) not in held
 
 
-def test_the_app_purge_trims_history_in_its_jobs_step(jobs):
+def test_the_app_purge_trims_the_archive_in_its_jobs_step(jobs):
     now = jobs.now()
     moved(
         now, done_3d=("hist.plain", 3 * DAY), done_1h=("hist.plain", timedelta(hours=1))

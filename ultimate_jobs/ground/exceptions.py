@@ -307,9 +307,10 @@ class UnknownTask(JobsError):
 
     code = "X_UNKNOWN_TASK"
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, hint: str = "") -> None:
         super().__init__(
             f"name={name!r}: no task is declared and no schedule is stored under it"
+            + hint
         )
         self.name = name
 

@@ -1,7 +1,7 @@
-"""The admin's list of jobs in history (Q2): finished jobs the scheduler leader moved
-out of the hot table (runtime/history.py).
+"""The admin's list of jobs in the archive (Q2): finished jobs the scheduler leader moved
+out of the hot table (maintenance/archive.py).
 
-A list only, keyset-paged like the jobs list (the table holds every day of history:
+A list only, keyset-paged like the jobs list (the table holds every day of the archive:
 no count, no offset) with the same filters and search. Each row links to the job's
 own page, which reads the job from either table (admin/jobs.py, get_object), so a
 job shows the same page, buttons included, before and after it moved; viewing it
@@ -20,16 +20,16 @@ from django.utils.html import format_html
 
 from ultimate_jobs.admin import job_list
 from ultimate_jobs.admin.permissions import ReadOnly
-from ultimate_jobs.models import JobHistory
+from ultimate_jobs.models import JobArchive
 
 if TYPE_CHECKING:
-    HistoryModelAdmin = admin.ModelAdmin[JobHistory]
+    ArchiveModelAdmin = admin.ModelAdmin[JobArchive]
 else:  # ModelAdmin is generic only to the type checker
-    HistoryModelAdmin = admin.ModelAdmin
+    ArchiveModelAdmin = admin.ModelAdmin
 
 
-@admin.register(JobHistory)
-class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
+@admin.register(JobArchive)
+class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
     list_display = (
         "job_id",
         "job_name",
@@ -42,7 +42,7 @@ class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
     )
     list_display_links = None
     list_filter = (
-        job_list.DatabaseFilter,  # Q1: every alias keeps its own history
+        job_list.DatabaseFilter,  # Q1: every alias keeps its own archive
         job_list.StateFilter,
         job_list.QueueFilter,
         job_list.NameFilter,
@@ -64,7 +64,7 @@ class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
     change_list_template = "admin/ultimate_jobs/job/change_list.html"
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """The jobs' own permission: history is where finished jobs live."""
+        """The jobs' own permission: the archive is where finished jobs live."""
         return request.user.has_perm("ultimate_jobs.view_job")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -91,26 +91,26 @@ class JobHistoryAdmin(ReadOnly, HistoryModelAdmin):
         )
 
     @admin.display(description="id")
-    def job_id(self, row: JobHistory) -> str:
+    def job_id(self, row: JobArchive) -> str:
         page = reverse("admin:ultimate_jobs_job_change", args=[row.pk])
         return format_html('<a href="{}">{}</a>', page, job_list.full_id(row))
 
     @admin.display(description="name")
-    def job_name(self, row: JobHistory) -> str:
+    def job_name(self, row: JobArchive) -> str:
         return job_list.dotted(row.name)
 
     @admin.display(description="tenant")
-    def tenant(self, row: JobHistory) -> str:
+    def tenant(self, row: JobArchive) -> str:
         return row.tenant_id or "—"
 
     @admin.display(description="created")
-    def created(self, row: JobHistory) -> str:
+    def created(self, row: JobArchive) -> str:
         return job_list.when(row.created_at)
 
     @admin.display(description="finished")
-    def finished(self, row: JobHistory) -> str:
+    def finished(self, row: JobArchive) -> str:
         return job_list.when(row.finished_at)
 
     @admin.display(description="attempts")
-    def attempts(self, row: JobHistory) -> str:
+    def attempts(self, row: JobArchive) -> str:
         return f"{row.attempt}/{row.max_attempts}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 
-from ultimate_jobs.exceptions import InvalidArgument
+from ultimate_jobs.ground.exceptions import InvalidArgument
 
 Cursor = int | str | None
 

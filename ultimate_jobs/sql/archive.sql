@@ -1,20 +1,20 @@
--- Statements of the partitioned history of finished jobs (Q2).
+-- Statements of the partitioned archive of finished jobs (Q2).
 --
--- A finished job leaves ultimate_jobs_job for ultimate_jobs_job_history (partitioned
--- by the UTC day of finished_at) once it has been finished for HISTORY_AFTER: the
--- scheduler leader runs history_move in bounded batches (runtime/history.py). The
--- claim, the heartbeat, the settle and the acks never read history, so the hot path
--- is unchanged; the hot table then holds the live backlog and the last HISTORY_AFTER
+-- A finished job leaves ultimate_jobs_job for ultimate_jobs_job_archive (partitioned
+-- by the UTC day of finished_at) once it has been finished for ARCHIVE_AFTER: the
+-- scheduler leader runs archive_move in bounded batches (maintenance/archive.py). The
+-- claim, the heartbeat, the settle and the acks never read the archive, so the hot path
+-- is unchanged; the hot table then holds the live backlog and the last ARCHIVE_AFTER
 -- of finished jobs. The readers look in the hot table first, then here.
 
--- fragment: history_columns
+-- fragment: archive_columns
 -- The job row's columns, in the order both tables are written with.
 id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key, attempt,
 max_attempts, run_at, created_at, started_at, finished_at, lease_owner,
 lease_expires_at, worker_id, last_error, error_code, stop_reason, progress, result,
 correlation_id, enqueued_by, concurrency_key
 
--- name: history_clock :one
+-- name: archive_clock :one
 -- The pass's clock reading (the database's now(), or the testing clock) and the first
 -- finish time the hot table still holds a finished row for (NULL: none), one probe of
 -- the (state, finished_at) index per final state: the days the partitions must cover.
@@ -30,16 +30,16 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now,
              WHERE job.state = 'cancelled' AND job.finished_at IS NOT NULL)
        ) AS oldest;
 
--- name: history_ensure :one
+-- name: archive_ensure :one
 -- Create the missing day partitions from `first` to `last` (UTC days, both included);
 -- answers how many it made. Idempotent, and safe against a concurrent caller (the
--- function in migration 0005 treats "already exists" as made by the other).
-SELECT ultimate_jobs_history_ensure(%(first)s::date, %(last)s::date) AS made;
+-- function of migrations 0006 and 0007 treats "already exists" as made by the other).
+SELECT ultimate_jobs_archive_ensure(%(first)s::date, %(last)s::date) AS made;
 
--- name: history_move :one
+-- name: archive_move :one
 -- Move up to `batch` finished jobs, finished more than `after_seconds` before the
 -- clock and at or after `covered` (the first day the caller made sure has a partition),
--- oldest first, from the hot table into history, in ONE statement, so a mover killed
+-- oldest first, from the hot table into the archive, in ONE statement, so a mover killed
 -- at any point leaves each job in exactly one table. Guarantees:
 --  * only finished rows move (done, failed, dead, cancelled), re-checked by the DELETE:
 --    a job requeued since it was picked stays;
@@ -77,8 +77,8 @@ gone AS (
     RETURNING job.*
 ),
 kept AS (
-    INSERT INTO ultimate_jobs_job_history ({{history_columns}}, trail, moved_at)
-    SELECT {{history_columns}},
+    INSERT INTO ultimate_jobs_job_archive ({{archive_columns}}, trail, moved_at)
+    SELECT {{archive_columns}},
            jsonb_build_object(
                'steps', coalesce((
                    SELECT jsonb_agg(to_jsonb(kept_step) ORDER BY kept_step.id)
@@ -107,20 +107,20 @@ slots AS (
 )
 SELECT (SELECT count(*) FROM kept) AS moved;
 
--- name: history_restore :one
--- Move ONE job back from history into the hot table, with its steps, attempts and
--- run-log lines (a retry of a job in history, P2): one statement, so the job is in
+-- name: archive_restore :one
+-- Move ONE job back from the archive into the hot table, with its steps, attempts and
+-- run-log lines (a retry of a job in the archive, P2): one statement, so the job is in
 -- exactly one table whatever happens. The caller runs it in the transaction of the
 -- retry: a refused requeue rolls the restore back too. One probe of each day's
 -- primary key (id, finished_at): the id alone does not say the day.
 WITH gone AS (
-    DELETE FROM ultimate_jobs_job_history AS history
-     WHERE history.id = %(id)s::uuid
-    RETURNING history.*
+    DELETE FROM ultimate_jobs_job_archive AS archive
+     WHERE archive.id = %(id)s::uuid
+    RETURNING archive.*
 ),
 back AS (
-    INSERT INTO ultimate_jobs_job ({{history_columns}})
-    SELECT {{history_columns}}
+    INSERT INTO ultimate_jobs_job ({{archive_columns}})
+    SELECT {{archive_columns}}
       FROM gone
     RETURNING 1
 ),
@@ -156,17 +156,17 @@ SELECT (SELECT count(*) FROM gone) AS restored,
        (SELECT count(*) FROM attempts) AS attempts,
        (SELECT count(*) FROM logs) AS logs;
 
--- name: history_drop_before :one
--- Retention by the day (F6, Q2): drop every day partition of history that ends on or
+-- name: archive_drop_before :one
+-- Retention by the day (F6, Q2): drop every day partition of the archive that ends on or
 -- before the start of `day` (a UTC date), answering how many rows they held. A day
 -- goes whole: no row deletes, no WAL per row, nothing left to vacuum. The caller
 -- chooses `day` so that no rule keeps any row of a dropped day (retention/jobs.py).
-SELECT ultimate_jobs_history_drop_before(%(day)s::date) AS dropped;
+SELECT ultimate_jobs_archive_drop_before(%(day)s::date) AS dropped;
 
--- name: history_pinned_since :one
+-- name: archive_pinned_since :one
 -- The oldest finish time a `last`-only rule (F6 `{"last": n}`, no `days`) still
 -- keeps: per (name, state, last), the newest `last` finished rows of the hot table
--- and history together. Days from this one on are not dropped whole. NULL: none.
+-- and the archive together. Days from this one on are not dropped whole. NULL: none.
 WITH rule AS (
     SELECT rule.name, rule.state, rule.last
       FROM unnest(
@@ -187,33 +187,33 @@ SELECT min(kept.finished_at) AS since
                         ORDER BY job.finished_at DESC
                         LIMIT rule.last)
                       UNION ALL
-                      (SELECT history.finished_at
-                         FROM ultimate_jobs_job_history AS history
-                        WHERE history.name = rule.name
-                          AND history.state = rule.state
-                        ORDER BY history.finished_at DESC
+                      (SELECT archive.finished_at
+                         FROM ultimate_jobs_job_archive AS archive
+                        WHERE archive.name = rule.name
+                          AND archive.state = rule.state
+                        ORDER BY archive.finished_at DESC
                         LIMIT rule.last)
                   ) AS newest
             ORDER BY newest.finished_at DESC
             LIMIT rule.last
        ) AS kept;
 
--- name: history_purge_names :many
--- Every job name history holds, in name order: a loose index scan of the
+-- name: archive_purge_names :many
+-- Every job name the archive holds, in name order: a loose index scan of the
 -- (name, state, finished_at) index (one probe per name and day), as job_purge_names.
 WITH RECURSIVE seen AS (
     (
-        SELECT history.name
-          FROM ultimate_jobs_job_history AS history
-         ORDER BY history.name
+        SELECT archive.name
+          FROM ultimate_jobs_job_archive AS archive
+         ORDER BY archive.name
          LIMIT 1
     )
     UNION ALL
     SELECT (
-               SELECT history.name
-                 FROM ultimate_jobs_job_history AS history
-                WHERE history.name > seen.name
-                ORDER BY history.name
+               SELECT archive.name
+                 FROM ultimate_jobs_job_archive AS archive
+                WHERE archive.name > seen.name
+                ORDER BY archive.name
                 LIMIT 1
            )
       FROM seen
@@ -223,8 +223,8 @@ SELECT seen.name
   FROM seen
  WHERE seen.name IS NOT NULL;
 
--- name: history_purge_aged :one
--- job_purge_aged for history: delete up to `batch` rows of history older than their
+-- name: archive_purge_aged :one
+-- job_purge_aged for the archive: delete up to `batch` rows of the archive older than their
 -- `days` rule, oldest first, by row (the days no rule keeps whole were dropped first;
 -- this is for a rule shorter than the longest, e.g. a job kept 1 day on a day another
 -- job's rows keep). SKIP LOCKED leaves a row a retry is moving back to that retry.
@@ -240,32 +240,32 @@ doomed AS (
     SELECT aged.id, aged.finished_at
       FROM rule
      CROSS JOIN LATERAL (
-               SELECT history.id, history.finished_at
-                 FROM ultimate_jobs_job_history AS history
-                WHERE history.name = rule.name
-                  AND history.state = rule.state
-                  AND history.finished_at < coalesce(%(now)s::timestamptz, now())
+               SELECT archive.id, archive.finished_at
+                 FROM ultimate_jobs_job_archive AS archive
+                WHERE archive.name = rule.name
+                  AND archive.state = rule.state
+                  AND archive.finished_at < coalesce(%(now)s::timestamptz, now())
                       - make_interval(secs => rule.keep_seconds)
-                ORDER BY history.finished_at
+                ORDER BY archive.finished_at
                 LIMIT %(batch)s::integer
                   FOR UPDATE SKIP LOCKED
            ) AS aged
      LIMIT %(batch)s::integer
 ),
 gone AS (
-    DELETE FROM ultimate_jobs_job_history AS history
+    DELETE FROM ultimate_jobs_job_archive AS archive
      USING doomed
-     WHERE history.id = doomed.id
-       AND history.finished_at = doomed.finished_at
-    RETURNING history.id
+     WHERE archive.id = doomed.id
+       AND archive.finished_at = doomed.finished_at
+    RETURNING archive.id
 )
 SELECT count(*) AS deleted
   FROM gone;
 
--- name: history_purge_beyond_last :one
--- job_purge_beyond_last for history: delete up to `batch` rows of ONE (name, state)
--- of history beyond the newest `last` of that name and state in the hot table and
--- history together (the boundary is the oldest of those), oldest first.
+-- name: archive_purge_beyond_last :one
+-- job_purge_beyond_last for the archive: delete up to `batch` rows of ONE (name, state)
+-- of the archive beyond the newest `last` of that name and state in the hot table and
+-- the archive together (the boundary is the oldest of those), oldest first.
 WITH newest AS (
     SELECT both_tables.finished_at, both_tables.id
       FROM (
@@ -276,11 +276,11 @@ WITH newest AS (
                  ORDER BY job.finished_at DESC, job.id DESC
                  LIMIT %(last)s::integer)
                UNION ALL
-               (SELECT history.finished_at, history.id
-                  FROM ultimate_jobs_job_history AS history
-                 WHERE history.name = %(name)s::text
-                   AND history.state = %(state)s::text
-                 ORDER BY history.finished_at DESC, history.id DESC
+               (SELECT archive.finished_at, archive.id
+                  FROM ultimate_jobs_job_archive AS archive
+                 WHERE archive.name = %(name)s::text
+                   AND archive.state = %(state)s::text
+                 ORDER BY archive.finished_at DESC, archive.id DESC
                  LIMIT %(last)s::integer)
            ) AS both_tables
      ORDER BY both_tables.finished_at DESC, both_tables.id DESC
@@ -293,29 +293,29 @@ boundary AS (
      LIMIT 1
 ),
 doomed AS (
-    SELECT history.id, history.finished_at
-      FROM ultimate_jobs_job_history AS history, boundary
-     WHERE history.name = %(name)s::text
-       AND history.state = %(state)s::text
-       AND (history.finished_at, history.id) < (boundary.finished_at, boundary.id)
-     ORDER BY history.finished_at, history.id
+    SELECT archive.id, archive.finished_at
+      FROM ultimate_jobs_job_archive AS archive, boundary
+     WHERE archive.name = %(name)s::text
+       AND archive.state = %(state)s::text
+       AND (archive.finished_at, archive.id) < (boundary.finished_at, boundary.id)
+     ORDER BY archive.finished_at, archive.id
      LIMIT %(batch)s::integer
-       FOR UPDATE OF history SKIP LOCKED
+       FOR UPDATE OF archive SKIP LOCKED
 ),
 gone AS (
-    DELETE FROM ultimate_jobs_job_history AS history
+    DELETE FROM ultimate_jobs_job_archive AS archive
      USING doomed
-     WHERE history.id = doomed.id
-       AND history.finished_at = doomed.finished_at
-    RETURNING history.id
+     WHERE archive.id = doomed.id
+       AND archive.finished_at = doomed.finished_at
+    RETURNING archive.id
 )
 SELECT count(*) AS deleted
   FROM gone;
 
--- name: history_remove :many
--- Delete ONE job from history (an operator's remove, P2, of a job that moved): its
+-- name: archive_remove :many
+-- Delete ONE job from the archive (an operator's remove, P2, of a job that moved): its
 -- steps, attempts and run logs go with it (they are its trail). Answers its id, or
--- no row when history does not hold it.
-DELETE FROM ultimate_jobs_job_history AS history
- WHERE history.id = %(id)s::uuid
-RETURNING history.id;
+-- no row when the archive does not hold it.
+DELETE FROM ultimate_jobs_job_archive AS archive
+ WHERE archive.id = %(id)s::uuid
+RETURNING archive.id;

@@ -1,7 +1,7 @@
-"""Every reader sees a job in history as it saw it in the hot table (Q2): ``api.get``
+"""Every reader sees a job in the archive as it saw it in the hot table (Q2): ``api.get``
 and ``jobs show``, ``jobs list`` and its pages across both tables, an id prefix, the
-django.tasks ``get_result``, the admin's job page and history list, and retry, which
-moves the job back with its steps (and leaves it in history when refused)."""
+django.tasks ``get_result``, the admin's job page and the archive list, and retry, which
+moves the job back with its steps (and leaves it in the archive when refused)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from tests.testapp.tasks import add
 from ultimate_jobs import api
 from ultimate_jobs.api.reads import resolve_id
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.exceptions import JobDuplicate, JobNotFound
-from ultimate_jobs.models import Job, JobHistory, JobStep
-from ultimate_jobs.runtime import history
+from ultimate_jobs.ground.exceptions import JobDuplicate, JobNotFound
+from ultimate_jobs.maintenance import archive
+from ultimate_jobs.models import Job, JobArchive, JobStep
 from ultimate_jobs.testing.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -33,24 +33,24 @@ MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(autouse=True)
-def empty_history(django_db_blocker: Any) -> Iterator[None]:
+def empty_archive(django_db_blocker: Any) -> Iterator[None]:
     """Django's flush leaves unmanaged tables alone."""
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("TRUNCATE ultimate_jobs_job_history")
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
     yield
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("TRUNCATE ultimate_jobs_job_history")
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
 
 def move_finished() -> int:
-    """Move every finished job, as the leader does once HISTORY_AFTER passed."""
+    """Move every finished job, as the leader does once ARCHIVE_AFTER passed."""
     latest = (
         Job.objects.exclude(finished_at=None)
         .order_by("-finished_at")
         .values_list("finished_at", flat=True)[0]
     )
     assert latest is not None
-    done = history.move(
+    done = archive.move(
         DjangoDatabase("default"),
         after=60.0,
         batch=1000,
@@ -80,7 +80,7 @@ def test_show_answers_the_same_json_before_and_after_the_move(jobs):
     shown_after = io.StringIO()
     call_command("jobs", "show", job_id, "--json", stdout=shown_after)
     assert json.loads(shown_after.getvalue()) == json.loads(shown_before.getvalue())
-    # An id prefix finds it in history too.
+    # An id prefix finds it in the archive too.
     assert str(resolve_id(job_id[:13])) == job_id
 
 
@@ -116,11 +116,11 @@ def test_list_pages_through_both_tables_newest_first(jobs):
     ]
 
 
-def test_get_result_reads_a_task_result_from_history(jobs):
+def test_get_result_reads_a_task_result_from_the_archive(jobs):
     result = add.enqueue(2, 3)
     jobs.run()
     assert move_finished() == 1
-    assert JobHistory.objects.filter(pk=result.id).exists()
+    assert JobArchive.objects.filter(pk=result.id).exists()
     found = add.get_result(result.id)
     assert (str(found.status), found.return_value) == ("SUCCESSFUL", 5)
 
@@ -129,7 +129,7 @@ def test_retry_moves_the_job_back_with_its_steps_and_runs_from_them(jobs):
     job_id = failed_with_steps(jobs)
     assert move_finished() == 1
     run_id = api.retry(job_id, from_step="transform")
-    assert JobHistory.objects.filter(pk=job_id).count() == 0
+    assert JobArchive.objects.filter(pk=job_id).count() == 0
     row = Job.objects.get(pk=job_id)
     assert (row.state, row.run_id, row.attempt) == ("ready", run_id, 0)
     # The steps came back; retry from "transform" dropped it and what followed.
@@ -139,21 +139,21 @@ def test_retry_moves_the_job_back_with_its_steps_and_runs_from_them(jobs):
     assert [a["outcome"] for a in api.get(job_id)["attempts"]] == ["dead-lettered"]
 
 
-def test_a_refused_retry_leaves_the_job_in_history(jobs):
+def test_a_refused_retry_leaves_the_job_in_the_archive(jobs):
     job_id = failed_with_steps(jobs)
     assert move_finished() == 1
     three_steps.enqueue(key="k1")  # a live job now holds the key (J2)
     with pytest.raises(JobDuplicate):
         api.retry(job_id)
-    assert JobHistory.objects.filter(pk=job_id).count() == 1
+    assert JobArchive.objects.filter(pk=job_id).count() == 1
     assert not Job.objects.filter(pk=job_id).exists()
 
 
-def test_remove_deletes_a_job_in_history_and_records_who(jobs):
+def test_remove_deletes_a_job_in_the_archive_and_records_who(jobs):
     job_id = failed_with_steps(jobs)
     assert move_finished() == 1
     api.remove(job_id, actor="ops")
-    assert not JobHistory.objects.filter(pk=job_id).exists()
+    assert not JobArchive.objects.filter(pk=job_id).exists()
     assert [(a["action"], a["actor"]["id"]) for a in api.job_actions(job_id)] == [
         ("remove", "ops")
     ]
@@ -161,7 +161,7 @@ def test_remove_deletes_a_job_in_history_and_records_who(jobs):
         api.remove(job_id)
 
 
-def test_the_admin_shows_a_job_in_history_and_lists_history(jobs, client):
+def test_the_admin_shows_a_job_in_the_archive_and_lists_the_archive(jobs, client):
     job_id = failed_with_steps(jobs)
     assert move_finished() == 1
     user = User.objects.create_user("op", password="pw", is_staff=True)
@@ -173,11 +173,11 @@ def test_the_admin_shows_a_job_in_history_and_lists_history(jobs, client):
     assert job_id in body
     assert "failed after transform" in body
     assert "fetch" in body and "transform" in body  # the steps, from the trail
-    listed = client.get(reverse("admin:ultimate_jobs_jobhistory_changelist"))
+    listed = client.get(reverse("admin:ultimate_jobs_jobarchive_changelist"))
     assert listed.status_code == 200
     assert job_id in listed.content.decode()
     only_done = client.get(
-        reverse("admin:ultimate_jobs_jobhistory_changelist"), {"state": "done"}
+        reverse("admin:ultimate_jobs_jobarchive_changelist"), {"state": "done"}
     )
     assert job_id not in only_done.content.decode()
     missing = client.get(

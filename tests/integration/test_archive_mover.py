@@ -1,4 +1,4 @@
-"""The history mover (Q2): finished jobs leave the hot table for their day of history,
+"""The archive mover (Q2): finished jobs leave the hot table for their day of the archive,
 with their steps, attempts and run logs; live jobs never move; a mover killed in the
 middle of a batch loses nothing; two movers never move a row twice; a day's partition
 is made ahead, and on demand for a day the leader never made."""
@@ -17,8 +17,11 @@ from django.db import connection
 from tests.conftest import conninfo, wait_for
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.models import Attempt, Job, JobHistory, JobStep, RunLog
-from ultimate_jobs.runtime import history
+from ultimate_jobs.maintenance import archive
+from ultimate_jobs.maintenance.host import Maintenance
+from ultimate_jobs.maintenance.rollup import ROLLUP_EVERY
+from ultimate_jobs.management.roles import ROLES
+from ultimate_jobs.models import Attempt, Job, JobArchive, JobStep, RunLog
 from ultimate_jobs.scheduling.scheduler import Scheduler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.testing.factories import JobFactory, JobStepFactory
@@ -28,18 +31,18 @@ NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
-def empty_history(django_db_blocker: Any) -> Iterator[None]:
+def empty_archive(django_db_blocker: Any) -> Iterator[None]:
     """Django's flush leaves unmanaged tables alone: each test starts and ends with
-    an empty history."""
+    an empty archive."""
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("TRUNCATE ultimate_jobs_job_history")
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
     yield
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("TRUNCATE ultimate_jobs_job_history")
+        cursor.execute("TRUNCATE ultimate_jobs_job_archive")
 
 
-def move(now: datetime = NOW, batch: int = 100) -> history.Pass:
-    return history.move(
+def move(now: datetime = NOW, batch: int = 100) -> archive.Pass:
+    return archive.move(
         DjangoDatabase("default"), after=60.0, batch=batch, max_batches=10, now=now
     )
 
@@ -49,16 +52,16 @@ def partitions() -> list[str]:
         cursor.execute(
             "SELECT child.relname FROM pg_inherits JOIN pg_class AS child"
             " ON child.oid = inhrelid"
-            " WHERE inhparent = 'ultimate_jobs_job_history'::regclass ORDER BY 1"
+            " WHERE inhparent = 'ultimate_jobs_job_archive'::regclass ORDER BY 1"
         )
         return [name for (name,) in cursor.fetchall()]
 
 
 def where(job_id: Any) -> tuple[int, int]:
-    """(rows in the hot table, rows in history) for one id."""
+    """(rows in the hot table, rows in the archive) for one id."""
     return (
         Job.objects.filter(pk=job_id).count(),
-        JobHistory.objects.filter(pk=job_id).count(),
+        JobArchive.objects.filter(pk=job_id).count(),
     )
 
 
@@ -83,9 +86,9 @@ def test_a_finished_job_moves_with_its_steps_attempts_and_logs_and_live_ones_sta
     assert done.full is False
     assert where(old.id) == (0, 1)
     assert where(dead.id) == (0, 1)
-    assert where(recent.id) == (1, 0)  # within HISTORY_AFTER: still hot
+    assert where(recent.id) == (1, 0)  # within ARCHIVE_AFTER: still hot
     assert [where(row.id) for row in live] == [(1, 0)] * 4
-    moved = JobHistory.objects.get(pk=old.id)
+    moved = JobArchive.objects.get(pk=old.id)
     assert (moved.name, moved.state, moved.attempt, moved.finished_at) == (
         old.name,
         "done",
@@ -121,9 +124,9 @@ def test_days_are_made_ahead_and_on_demand_for_a_day_no_leader_made():
     JobFactory.create(done=True, finished_at=long_ago)
     done = move()
     days = partitions()
-    first = f"ultimate_jobs_job_history_p{long_ago:%Y%m%d}"
+    first = f"ultimate_jobs_job_archive_p{long_ago:%Y%m%d}"
     last = (
-        f"ultimate_jobs_job_history_p{NOW + timedelta(days=history.DAYS_AHEAD):%Y%m%d}"
+        f"ultimate_jobs_job_archive_p{NOW + timedelta(days=archive.DAYS_AHEAD):%Y%m%d}"
     )
     assert first in days and last in days
     assert done.moved == 1 and done.made >= 28
@@ -134,7 +137,7 @@ def test_days_are_made_ahead_and_on_demand_for_a_day_no_leader_made():
 def test_a_full_pass_says_more_is_due_and_batches_stop_at_the_cap():
     for minutes in range(2, 9):
         JobFactory.create(done=True, finished_at=NOW - minutes * MINUTE)
-    done = history.move(
+    done = archive.move(
         DjangoDatabase("default"), after=60.0, batch=2, max_batches=2, now=NOW
     )
     assert (done.moved, done.full) == (4, True)
@@ -160,23 +163,23 @@ def test_the_scheduler_leader_moves_finished_jobs_on_its_cadence():
     assert where(later.id) == (1, 0)
     leader.run_once(now=NOW + timedelta(seconds=1))  # before MOVE_EVERY: no pass
     assert where(later.id) == (1, 0)
-    leader.run_once(now=NOW + history.MOVE_EVERY)
+    leader.run_once(now=NOW + archive.MOVE_EVERY)
     assert where(later.id) == (0, 1)
     # A pass that moves nothing sets the idle cadence (C8): the next waits for it.
-    idle_at = NOW + 2 * history.MOVE_EVERY
+    idle_at = NOW + 2 * archive.MOVE_EVERY
     leader.run_once(now=idle_at)
     last = JobFactory.create(done=True, finished_at=idle_at - 2 * MINUTE)
-    leader.run_once(now=idle_at + history.MOVE_EVERY)
+    leader.run_once(now=idle_at + archive.MOVE_EVERY)
     assert where(last.id) == (1, 0)
-    leader.run_once(now=idle_at + history.MOVE_IDLE_EVERY)
+    leader.run_once(now=idle_at + archive.MOVE_IDLE_EVERY)
     assert where(last.id) == (0, 1)
 
 
-def test_the_idle_cadence_is_five_times_history_after_within_bounds():
-    assert history.idle_every(60.0) == history.MOVE_IDLE_EVERY  # the default: 5 min
-    assert history.idle_every(5.0) == timedelta(seconds=25)
-    assert history.idle_every(0.1) == history.MOVE_EVERY
-    assert history.idle_every(3600.0) == history.MOVE_IDLE_EVERY
+def test_the_idle_cadence_is_five_times_archive_after_within_bounds():
+    assert archive.idle_every(60.0) == archive.MOVE_IDLE_EVERY  # the default: 5 min
+    assert archive.idle_every(5.0) == timedelta(seconds=25)
+    assert archive.idle_every(0.1) == archive.MOVE_EVERY
+    assert archive.idle_every(3600.0) == archive.MOVE_IDLE_EVERY
 
 
 def _direct() -> psycopg.Connection[Any]:
@@ -198,8 +201,8 @@ def test_a_mover_killed_in_the_middle_of_a_batch_leaves_every_job_hot():
         JobFactory.create(done=True, finished_at=NOW - m * MINUTE).id
         for m in range(2, 7)
     ]
-    history.ensure_days(DjangoDatabase("default"), NOW, NOW)
-    day = f"ultimate_jobs_job_history_p{NOW:%Y%m%d}"
+    archive.ensure_days(DjangoDatabase("default"), NOW, NOW)
+    day = f"ultimate_jobs_job_archive_p{NOW:%Y%m%d}"
     blocker, mover, killer = _direct(), _direct(), _direct()
     try:
         blocker.execute("BEGIN")
@@ -209,7 +212,7 @@ def test_a_mover_killed_in_the_middle_of_a_batch_leaves_every_job_hot():
 
         def run() -> None:
             try:
-                mover.execute(QUERIES["history_move"].text, _move_params(100))
+                mover.execute(QUERIES["archive_move"].text, _move_params(100))
             except BaseException as exc:
                 failure.append(exc)
 
@@ -241,18 +244,18 @@ def test_two_movers_never_take_the_same_row():
         JobFactory.create(done=True, finished_at=NOW - m * MINUTE).id
         for m in range(2, 7)
     ]
-    history.ensure_days(DjangoDatabase("default"), NOW, NOW)
+    archive.ensure_days(DjangoDatabase("default"), NOW, NOW)
     first, second = _direct(), _direct()
     try:
         second.execute("SET statement_timeout = '60s'")
         first.execute("BEGIN")
         [(one,)] = first.execute(
-            QUERIES["history_move"].text, _move_params(2)
+            QUERIES["archive_move"].text, _move_params(2)
         ).fetchall()
         # The first mover's two rows are locked in its open transaction: the second
         # skips them instead of waiting, and moves the other three.
         [(two,)] = second.execute(
-            QUERIES["history_move"].text, _move_params(100)
+            QUERIES["archive_move"].text, _move_params(100)
         ).fetchall()
         first.execute("COMMIT")
     finally:
@@ -260,4 +263,29 @@ def test_two_movers_never_take_the_same_row():
         second.close()
     assert (one, two) == (2, 3)
     assert [where(job_id) for job_id in ids] == [(0, 1)] * 5
-    assert JobHistory.objects.count() == 5
+    assert JobArchive.objects.count() == 5
+
+
+@pytest.mark.django_db
+def test_a_maintenance_host_of_its_own_leads_its_role_and_runs_the_chores():
+    """Issue 25 item 6: the chores run outside the cron loop, on a host that holds the
+    maintenance role's lease (``jobs_worker --roles worker,maintenance``): one host
+    leads and moves, another waits; the roll-up comes ROLLUP_EVERY after it began."""
+    old = JobFactory.create(done=True, finished_at=NOW - 2 * MINUTE)
+    settings = load_settings({"SCHEDULER_LEASE": "1h"})  # no lapse between rounds
+    leader = Maintenance(db=DjangoDatabase("default"), holder="m1", settings=settings)
+    standby = Maintenance(db=DjangoDatabase("default"), holder="m2", settings=settings)
+    assert leader.run_once(now=NOW) == ["archive"]
+    assert where(old.id) == (0, 1)
+    later = JobFactory.create(done=True, finished_at=NOW - 2 * MINUTE)
+    assert standby.run_once(now=NOW + archive.MOVE_EVERY) == []  # not the leader
+    assert where(later.id) == (1, 0)
+    assert leader.run_once(now=NOW + archive.MOVE_EVERY) == ["archive"]
+    assert where(later.id) == (0, 1)
+    assert leader.run_once(now=NOW + ROLLUP_EVERY) == ["archive", "rollup"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT role, holder FROM ultimate_jobs_leader_lease ORDER BY role"
+        )
+        assert cursor.fetchall() == [("maintenance", "m1")]
+    assert "maintenance" in ROLES

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from ultimate_jobs.db import Database
-from ultimate_jobs.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE
 
 logger = logging.getLogger(__name__)

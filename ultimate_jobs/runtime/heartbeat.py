@@ -1,0 +1,190 @@
+"""The heartbeat: lease renewal, slot loss, the registry row and the drain request
+(W4, W8, L1, L2, issue 15).
+
+Every third of the lease it renews every held run's lease in one statement
+(``job_heartbeat``), with the run's concurrency slots. A run that did not renew lost
+its lease (another worker reclaimed it) or was cancelled by an operator: its token
+says so, and the body stops at its next check. A capped run whose slot did not renew
+lost its slot (``jobs.slot.lost``). It then writes the worker's registry row
+(``worker_beat``), whose answer carries an operator's drain request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+
+from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.ground.cancel import CANCELLED, LEASE_LOST
+from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.observability import metrics
+from ultimate_jobs.runtime.held import Held, Ledger
+from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle
+from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql.rows import JOB_HEARTBEAT, Heartbeat
+
+logger = logging.getLogger(__name__)
+
+
+class Beat:
+    """One worker's heartbeat over its ledger (run ``loop`` in a thread)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        worker_id: str,
+        queues: list[str],
+        slots: int,
+        lease: float,
+        every: float,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self.ledger = ledger
+        self.worker_id = worker_id
+        self.queues = queues
+        self.slots = slots
+        self.lease = lease
+        self.every = every
+        self.lifecycle = lifecycle
+        self.started_at = datetime.now(UTC)
+        self.leases_lost = 0
+        self.finished = threading.Event()  # the loop may exit
+        self.now = threading.Event()  # beat now (set with finished too)
+
+    def loop(self, db: DirectDatabase) -> None:
+        try:
+            while not self.finished.is_set():
+                self.run_once(db)
+                self.now.wait(self.every)
+                self.now.clear()
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self.finished.set()
+        self.now.set()
+
+    def run_once(self, db: DirectDatabase) -> None:
+        """Renew every held lease and the registry row; act on what did not renew."""
+        held = self.ledger.unsettled()
+        if held:
+            try:
+                rows = db.run(
+                    JOB_HEARTBEAT,
+                    ids=[e.row["id"] for e in held],
+                    lease_owners=[e.row["lease_owner"] for e in held],
+                    lease_seconds=self.lease,
+                    now=None,
+                )
+            except QueryError as exc:
+                logger.warning(
+                    "jobs.heartbeat.failed",
+                    extra={"worker_id": self.worker_id, "error": str(exc)},
+                )
+                self._expire_unrenewed(held)
+            else:
+                self._apply(held, rows)
+        self._register(db)
+
+    def _apply(self, held: list[Held], rows: list[Heartbeat]) -> None:
+        now = time.monotonic()
+        by_id = {e.row["id"]: e for e in held}
+        for row in rows:
+            entry = by_id[row["id"]]
+            if row["renewed"]:
+                entry.renewed_at = now
+                if entry.row.get("lease_key") and not row["slots"]:
+                    self._lose_slot(entry)
+                continue
+            if not self.ledger.live(entry):
+                continue  # it finished meanwhile: never a lost lease
+            if row["state"] == "cancelled":
+                if entry.token.cancel(CANCELLED):
+                    logger.warning(
+                        "jobs.run.cancelled",
+                        extra={
+                            "job_id": str(row["id"]),
+                            "job_name": entry.row["name"],
+                            "correlation_id": entry.row["correlation_id"],
+                        },
+                    )
+            else:
+                self._lose(entry)
+
+    def _expire_unrenewed(self, held: list[Held]) -> None:
+        now = time.monotonic()
+        for entry in held:
+            if now - entry.renewed_at >= self.lease and not entry.settling:
+                self._lose(entry)
+
+    def _lose(self, entry: Held) -> None:
+        if entry.token.cancel(LEASE_LOST):
+            self.leases_lost += 1
+            logger.error(
+                "jobs.lease.lost",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "job_name": entry.row["name"],
+                    "queue": entry.row["queue"],
+                    "worker_id": self.worker_id,
+                    "correlation_id": entry.row["correlation_id"],
+                },
+            )
+            metrics.lease_lost(entry.row["queue"])
+
+    def _lose_slot(self, entry: Held) -> None:
+        """The run's concurrency slot was taken over after a late renewal (L1, L2)."""
+        if not self.ledger.live(entry):
+            return
+        if entry.token.cancel(LEASE_LOST):
+            logger.error(
+                "jobs.slot.lost",
+                extra={
+                    "job_id": str(entry.row["id"]),
+                    "job_name": entry.row["name"],
+                    "lease_key": entry.row["lease_key"],
+                    "worker_id": self.worker_id,
+                },
+            )
+
+    def _register(self, db: DirectDatabase) -> None:
+        """The registry row (W8); its answer carries an operator's drain request."""
+        overrun = self.ledger.overrun_ids()
+        try:
+            rows = db.run(
+                QUERIES["worker_beat"],
+                id=self.worker_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                queues=self.queues,
+                slots=self.slots,
+                in_flight=self.ledger.ids()[:100],
+                abandoned=len(overrun),
+                abandoned_jobs=overrun[:100],
+                lease_seconds=self.lease,
+                now=None,
+            )
+        except QueryError as exc:
+            logger.warning(
+                "jobs.worker.register-failed",
+                extra={"worker_id": self.worker_id, "error": str(exc)},
+            )
+            return
+        if rows and rows[0]["drain"] and not self.lifecycle.stopping.is_set():
+            # An operator's drain request (issue 15): finish what runs, claim nothing.
+            logger.warning(
+                "jobs.worker.drain-requested", extra={"worker_id": self.worker_id}
+            )
+            self.lifecycle.stop(FINISH)
+
+    def remove_registration(self, db: DirectDatabase) -> None:
+        try:
+            db.run(QUERIES["worker_remove"], id=self.worker_id)
+        except QueryError:
+            pass  # the row expires on its own
