@@ -83,18 +83,21 @@ def seed(jobs: Any) -> dict[str, Any]:
     return {"dead": dead, "retried": retried}
 
 
-def pages(seeded: dict[str, Any]) -> list[str]:
-    changelists = sorted(
-        f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+def pages(seeded: dict[str, Any]) -> dict[str, str]:
+    """Every page of the app, by the screenshot's name."""
+    changelists = {
+        f"fits-{model._meta.model_name}": (
+            f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        )
         for model in admin.site._registry
         if model._meta.app_label == "ultimate_jobs"
-    )
-    return [
-        "/admin/ultimate_jobs/",
-        *changelists,
-        f"/admin/ultimate_jobs/job/{seeded['dead'].id}/change/",
-        f"/admin/ultimate_jobs/job/{seeded['retried'].id}/change/",
-    ]
+    }
+    return {
+        "fits-index": "/admin/ultimate_jobs/",
+        **dict(sorted(changelists.items())),
+        "fits-job-dead": f"/admin/ultimate_jobs/job/{seeded['dead'].id}/change/",
+        "fits-job-retried": f"/admin/ultimate_jobs/job/{seeded['retried'].id}/change/",
+    }
 
 
 def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_archive):
@@ -103,7 +106,7 @@ def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_archi
     console = Console(browser, live_server.url)
     console.login("admin", "admin")
     overflowing = {}
-    for path in pages(seeded):
+    for name, path in pages(seeded).items():
         console.open(path)
         assert "Server Error" not in browser.title, path
         width = browser.execute_script(
@@ -111,8 +114,7 @@ def test_every_console_page_fits_1400_px(live_server, browser, jobs, empty_archi
             "return [document.documentElement.scrollWidth,"
             " box === null ? 0 : box.scrollWidth - box.clientWidth];"
         )
-        name = path.strip("/").replace("/", "-").replace("admin-ultimate_jobs", "fits")
-        console.shot(name[:80] or "fits-index")
+        console.shot(name)
         if console.scrolls_sideways():
             overflowing[path] = width
     assert overflowing == {}, f"wider than {WIDTH} px: {overflowing}"
@@ -134,3 +136,23 @@ def test_a_job_row_is_one_line(live_server, browser, jobs, empty_archive):
     )
     assert len(heights) >= 5
     assert max(heights) < 2 * line + 12, (heights, line)
+
+
+def test_a_job_page_shows_its_attempts_and_steps_above_the_fold(
+    live_server, browser, jobs, empty_archive
+):
+    """Issue 30: the job page was 2,700 px tall with the attempts far below the fold."""
+    User.objects.create_superuser("admin", "admin@example.com", "admin")
+    seeded = seed(jobs)
+    console = Console(browser, live_server.url)
+    console.login("admin", "admin")
+    console.open(f"/admin/ultimate_jobs/job/{seeded['dead'].id}/change/")
+    fold = browser.execute_script("return window.innerHeight;")
+    for selector in (".field-state", ".field-attempt_history", ".field-step_trace"):
+        top = browser.execute_script(
+            f"return document.querySelector('#job_form {selector}')"
+            ".getBoundingClientRect().top;"
+        )
+        assert top < fold, (selector, top, fold)
+    assert not console.scrolls_sideways()
+    console.shot("fits-job-page-fold")
