@@ -5,7 +5,10 @@
 
 Migrates the database DATABASE_URL names, fills it once with ``--jobs`` rows (a spread
 of states, queues, names and tenants over 30 days, five percent dead with kept
-attempts, a day of per-minute counters), ANALYZEs, then asks each admin page through
+attempts and three causes of failure, a day of per-minute counters), moves the finished
+jobs older than ``--archive-after-days`` to the archive with the leader's mover (so the
+mix is ready, delayed, running and recent finished jobs hot, older finished ones
+archived), ANALYZEs, then asks each admin page through
 Django's test client in this process: the time is the server's (routing, queries,
 templates), no network and no browser. Each page is asked once to warm up, then
 ``--rounds`` times; the table shows the median and the slowest, and how many SQL
@@ -51,7 +54,10 @@ SELECT
          THEN created + interval '3 seconds' END,
     CASE WHEN state IN ('ready', 'delayed') THEN '' ELSE 'bench-worker' END,
     CASE WHEN state IN ('dead', 'failed')
-         THEN 'builtins.RuntimeError: boom ' || g || E'\\nTraceback (most recent call last):\\n  ...'
+         THEN (ARRAY['builtins.RuntimeError: boom ', 'builtins.KeyError: order ',
+                     'builtins.TimeoutError: gateway timed out after '])[1 + g %% 3]
+              || g || E'\\nTraceback (most recent call last):\\n'
+              || '  File "/srv/app/jobs.py", line ' || (10 + g %% 3) || ', in body'
          ELSE '' END,
     '',
     CASE WHEN state = 'dead' THEN 'attempts-exhausted' ELSE '' END,
@@ -103,11 +109,40 @@ SELECT name, 60, date_trunc('minute', now()) - make_interval(mins => m),
 """
 
 
+def archive(older_than_days: float) -> int:
+    """Move every finished job older than ``older_than_days`` to the archive with the
+    leader's own mover (maintenance/archive.py), as ARCHIVE_AFTER would have."""
+    from ultimate_jobs.db import DjangoDatabase
+    from ultimate_jobs.maintenance.archive import move
+
+    started = time.monotonic()
+    moved = 0
+    while True:
+        done = move(
+            DjangoDatabase("default"),
+            after=older_than_days * 86400,
+            batch=5000,
+            max_batches=20,
+        )
+        moved += done.moved
+        if not done.full:
+            break
+    print(
+        f"==> moved {moved} finished jobs to the archive in "
+        f"{time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
+    return moved
+
+
 def fill(jobs: int) -> None:
     from django.db import connection, transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM ultimate_jobs_job")
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM ultimate_jobs_job)"
+            " + (SELECT count(*) FROM ultimate_jobs_job_archive)"
+        )
         have = cursor.fetchone()[0]
         if have >= jobs:
             print(f"==> {have} jobs already there: no fill", file=sys.stderr)
@@ -115,6 +150,9 @@ def fill(jobs: int) -> None:
         print(f"==> filling {jobs} jobs (once; a few minutes)", file=sys.stderr)
         started = time.monotonic()
         cursor.execute("TRUNCATE ultimate_jobs_job CASCADE")
+        cursor.execute(
+            "TRUNCATE ultimate_jobs_job_archive, ultimate_jobs_archive_count"
+        )
         cursor.execute("DELETE FROM ultimate_jobs_counter")
         cursor.execute(FILL, {"jobs": jobs})
         cursor.execute(ATTEMPTS)
@@ -141,7 +179,10 @@ def pages() -> list[tuple[str, str]]:
         ("jobs, newest page", f"{base}/job/"),
         ("jobs, second page (keyset)", f"{base}/job/?after={newest[99]}"),
         ("jobs, a page back (keyset)", f"{base}/job/?before={newest[150]}"),
-        ("jobs, state=dead", f"{base}/job/?state=dead"),
+        ("jobs, state=dead (both tables)", f"{base}/job/?state=dead"),
+        ("jobs, queue=mail&state=dead", f"{base}/job/?queue=mail&state=dead"),
+        ("archive, newest page", f"{base}/jobarchive/"),
+        ("archive, state=dead", f"{base}/jobarchive/?state=dead"),
         ("jobs, state=running", f"{base}/job/?state=running"),
         ("jobs, queue=mail", f"{base}/job/?queue=mail"),
         ("jobs, name=testapp.flaky", f"{base}/job/?name=testapp.flaky"),
@@ -210,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1_000_000, help="rows to fill")
     parser.add_argument("--rounds", type=int, default=5, help="timed asks per page")
     parser.add_argument("--no-fill", action="store_true", help="time what is there")
+    parser.add_argument(
+        "--archive-after-days",
+        type=float,
+        default=3.0,
+        help="move finished jobs older than this to the archive (the mix: ready, "
+        "delayed, running and recent finished hot; older finished archived)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
@@ -221,11 +269,29 @@ def main(argv: list[str] | None = None) -> int:
     call_command("migrate", verbosity=0)
     if not args.no_fill:
         fill(args.jobs)
+        archive(args.archive_after_days)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM ultimate_jobs_job")
-        total = cursor.fetchone()[0]
+        hot = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*) FROM ultimate_jobs_job_archive")
+        archived = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT state, count(*) FROM ultimate_jobs_job GROUP BY 1 ORDER BY 1"
+        )
+        states = ", ".join(f"{n} {state}" for state, n in cursor.fetchall())
+        cursor.execute(
+            "SELECT count(*) FROM ultimate_jobs_job_archive WHERE state = 'dead'"
+        )
+        archived_dead = cursor.fetchone()[0]
+    total = hot + archived
     results = measure(args.rounds)
-    print(f"\n{total} jobs; median and slowest of {args.rounds} asks, server time\n")
+    print(
+        f"\n{total} jobs: {hot} in the hot table ({states}), {archived} in the "
+        f"archive ({archived_dead} dead); median and slowest of {args.rounds} asks, "
+        "server time\n"
+    )
     print("| page | median | slowest | SQL statements |")
     print("|---|---:|---:|---:|")
     for row in results:

@@ -219,6 +219,9 @@ def chatty(run: Run, key: str) -> None:
 from . import (  # noqa: E402
     durable_jobs,  # noqa: F401 - the durable-step tests' jobs
     hardening_jobs,  # noqa: F401 - the hardening tests' jobs (B4-B7)
+    redaction_jobs,  # noqa: F401 - the derived-field redaction tests' jobs (B5)
+    tenancy_jobs,  # noqa: F401 - the enforced tenancy tests' jobs (B7)
+    triage_jobs,  # noqa: F401 - the dead-letter triage tests' jobs (P10)
 )
 
 # -- limits (L1, L2): bodies stamp when they start and end (time.time_ns(), one clock
@@ -357,6 +360,7 @@ from . import (  # noqa: E402
     console_jobs,  # noqa: F401 - issue 15: the operator console
     factory_jobs,  # noqa: F401
     seed_jobs,  # noqa: F401 - issue 20: spans, per-run logs, signals
+    workflow_jobs,  # noqa: F401 - issue 28: fan-out and fan-in
 )
 
 
@@ -381,3 +385,6 @@ def returns_on_cancel(run: Run, key: str, seconds: float = 120.0) -> None:
     record(run, key, "started")
     if run.cancel_token.wait(seconds):
         record(run, key, f"returned:{run.cancel_token.reason}")
+
+
+from . import versioned_jobs  # noqa: E402, F401 - P11: version 1, or 2 in the next deploy

@@ -36,3 +36,19 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.title}"
+
+
+class Note(models.Model):
+    """A tenant-scoped row held by row-level security too (B7, opt-in): the testapp
+    migration creates its policy with ``TenantPolicies``."""
+
+    tenant_id = models.CharField(max_length=200)
+    body = models.CharField(max_length=200)
+
+    objects = TenantScopedManager(tenant_field="tenant_id", rls=True)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.body}"

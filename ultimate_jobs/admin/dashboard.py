@@ -7,7 +7,10 @@ drawn as SVG on the server (admin/charts.py). Every queue links to its jobs. Pau
 Resume are buttons: they need ``change_job``, record who paused, go through
 ``ultimate_jobs.api`` (a resume wakes the queue's workers, N1) and refuse a queue name
 nobody declares or uses. *Retry dead* requeues up to 1,000 of a queue's dead jobs per
-press (the bulk retry, P2; each job's retry recorded with the admin user). Numbers come
+press (the bulk retry, P2; each job's retry recorded with the admin user). Dead
+letters are grouped by the fingerprint of their last failed attempt (P10: count, first
+and last seen, a redacted sample) with Retry-group and Cancel-group buttons, bounded
+and audited like *Retry dead* (api/triage.py). Numbers come
 from ``api.overview`` (api/overview.py), which reads every alias that holds jobs tables
 (Q1): with several, each queue names its database and links to its jobs there.
 """
@@ -27,7 +30,7 @@ from ultimate_jobs import api
 from ultimate_jobs.admin import breadcrumbs, charts
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
-from ultimate_jobs.api import BULK_LIMIT
+from ultimate_jobs.api import BULK_LIMIT, triage
 from ultimate_jobs.api.overview import overview
 from ultimate_jobs.api.unserved import unserved
 from ultimate_jobs.conf import get_settings
@@ -66,6 +69,33 @@ def rows(queues: list[dict[str, Any]], hours: list[str]) -> list[dict[str, Any]]
     return shown
 
 
+def triage_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the template shows per dead-letter group (P10)."""
+    jobs = reverse("admin:ultimate_jobs_job_changelist")
+    shown = []
+    for group in groups:
+        sample = group["sample"]
+        shown.append(
+            {
+                **group,
+                "count": f"{group['jobs']:,}{' or more' if group['capped'] else ''}",
+                "first": group["first_seen"].isoformat(timespec="seconds")
+                if group["first_seen"]
+                else "—",
+                "last": group["last_seen"].isoformat(timespec="seconds")
+                if group["last_seen"]
+                else "—",
+                "sample_url": reverse(
+                    "admin:ultimate_jobs_job_change", args=[sample["id"]]
+                )
+                if sample
+                else "",
+                "jobs_url": f"{jobs}?{urlencode({'state': 'dead'})}",
+            }
+        )
+    return shown
+
+
 @admin.register(Dashboard)
 class DashboardAdmin(ReadOnly, DashboardModelAdmin):
     """The dashboard page and its pause/resume endpoint; no rows of its own."""
@@ -88,6 +118,11 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
                 "queue/",
                 self.admin_site.admin_view(self.queue_view),
                 name="{}_{}_queue".format(*info),
+            ),
+            path(
+                "triage/",
+                self.admin_site.admin_view(self.triage_view),
+                name="{}_{}_triage".format(*info),
             ),
         ]
 
@@ -126,6 +161,8 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             "queue_url": reverse("admin:ultimate_jobs_dashboard_queue"),
             "workers": len(api.workers()),
             "unserved": unserved(queues),
+            "triage": triage_rows(triage.groups()),
+            "triage_url": reverse("admin:ultimate_jobs_dashboard_triage"),
             "several_databases": len(get_settings().aliases) > 1,
             **(extra_context or {}),
         }
@@ -167,6 +204,35 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             return back
         (messages.success if changed else messages.warning)(
             request, f"Queue {queue!r} {said}."
+        )
+        return back
+
+    def triage_view(self, request: HttpRequest) -> HttpResponse:
+        """Retry-group or Cancel-group of one fingerprint (POST, P10): change_job
+        needed, at most 1,000 jobs a press (per state for a cancel), each audited."""
+        if request.method != "POST" or not self.has_operate_permission(request):
+            raise PermissionDenied("acting on a group needs the change_job permission")
+        fingerprint = request.POST.get("fingerprint", "")
+        verb = request.POST.get("verb", "")
+        back = HttpResponseRedirect(reverse("admin:ultimate_jobs_dashboard_changelist"))
+        actor = api.operator_of(request.user, source="admin")
+        try:
+            if verb == "retry-group":
+                answer = triage.retry_group(fingerprint, actor=actor)
+                kind = "retry"
+            elif verb == "cancel-group":
+                answer = triage.cancel_group(fingerprint, actor=actor)
+                kind = "cancel"
+            else:
+                raise PermissionDenied(f"unknown group action {verb!r}")
+        except JobsError as exc:
+            messages.error(request, f"Group refused: {exc.message}. [{exc.code}]")
+            return back
+        messages.success(
+            request,
+            bulk_summary(
+                kind, answer["affected"], 0, answer["remaining"], BULK_LIMIT
+            ).replace(f"{kind.capitalize()}:", f"Group {fingerprint}, {kind}:", 1),
         )
         return back
 

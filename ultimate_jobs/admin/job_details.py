@@ -22,6 +22,7 @@ from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.backfills import ledger
 from ultimate_jobs.models import Job
 from ultimate_jobs.observability import runlogs
+from ultimate_jobs.observability.redaction import shown_row
 
 if TYPE_CHECKING:
     from django.contrib.admin.views.main import ChangeList
@@ -63,13 +64,16 @@ def run_logs(job: Job) -> str:
     )  # in id order; from trail in the archive (Q2)
     if not groups:
         return "—"
+    view = shown_row(
+        job
+    )  # lines were scrubbed when written; again with what the row kept
     blocks = []
     for group in groups:
         head = f"attempt {group['attempt']}"
         if group["dropped"]:
             head += f" ({group['dropped']} older lines not kept)"
         lines = [
-            f"{line['at']}  {line['level']:<7} {line['message']}"
+            f"{line['at']}  {line['level']:<7} {view.text(line['message'])}"
             for line in group["entries"]
         ]
         blocks.append((head, "\n".join(lines)))
@@ -78,12 +82,12 @@ def run_logs(job: Job) -> str:
 
 @admin.display(description="idempotency key")
 def same_key_link(job: Job) -> str:
-    """The job's idempotency key, linked to every job that held it."""
+    """The job's idempotency key as shown (B5: its hidden values replaced), linked to
+    every job that held it (the filter matches the shown form)."""
+    key = shown_row(job).key(job.idempotency_key)
     url = reverse("admin:ultimate_jobs_job_changelist")
-    query = urlencode({KeyFilter.parameter_name: job.idempotency_key})
-    return format_html(
-        '{} (<a href="{}?{}">jobs with this key</a>)', job.idempotency_key, url, query
-    )
+    query = urlencode({KeyFilter.parameter_name: key})
+    return format_html('{} (<a href="{}?{}">jobs with this key</a>)', key, url, query)
 
     def choices(self, changelist: ChangeList) -> Any:
         yield {

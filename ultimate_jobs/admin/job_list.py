@@ -37,7 +37,7 @@ from django.utils.safestring import mark_safe
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
-from ultimate_jobs.models import Job, JobState
+from ultimate_jobs.models import FINISHED_STATES, Job, JobState
 
 CURSORS = ("after", "before")
 _HEX = re.compile(r"^[0-9a-f-]{1,36}$")
@@ -56,6 +56,59 @@ def parse_cursor(value: str | None) -> uuid.UUID | None:
 class KeysetChangeList(ChangeList):
     """A ChangeList that pages on the id instead of counting and offsetting."""
 
+    def archived(self, request: HttpRequest) -> list[QuerySet[Any]]:
+        """The archive's rows under the same filters, when the jobs list is filtered to
+        a finished state (Q2: ``?state=dead`` lists every dead job, moved or not, the
+        number the dashboard's dead link and the gauge count). None when a filter the
+        archive's list does not take is given, or for the archive's own list."""
+        from ultimate_jobs.models import JobArchive
+
+        state = request.GET.get("state")
+        if self.model is not Job or state not in FINISHED_STATES:
+            return []
+        archive_admin = self.model_admin.admin_site._registry.get(JobArchive)
+        if archive_admin is None:
+            return []
+        taken = {f.parameter_name for f in archive_admin.list_filter}  # type: ignore[union-attr]
+        given = set(request.GET) - {
+            "after",
+            "before",
+            "q",
+            "o",
+            "p",
+            "e",
+            "_changelist_filters",
+        }
+        if not given <= taken:
+            return []
+        rows = archive_admin.get_changelist_instance(request).queryset
+        return [rows]
+
+    def _read(
+        self,
+        tables: list[QuerySet[Any]],
+        unreadable: list[Any],
+        *,
+        older_than: uuid.UUID | None = None,
+        newer_than: uuid.UUID | None = None,
+    ) -> list[Any]:
+        """Up to ``list_per_page + 1`` rows next to the cursor, from each table, merged
+        by id (newest first, or oldest first above ``newer_than``)."""
+        limit = self.list_per_page + 1
+        found: list[Any] = []
+        for table in tables:
+            if newer_than is not None:
+                read = table.filter(id__gt=newer_than).order_by("id")[:limit]
+            elif older_than is not None:
+                read = table.order_by("-id").filter(id__lt=older_than)[:limit]
+            else:
+                read = table.order_by("-id")[:limit]
+            found += list(read)
+            # Read here, once: admin/jobs.py names the unreadable rows (B4).
+            unreadable += getattr(read, "unreadable", [])
+        found.sort(key=lambda row: row.pk, reverse=newer_than is None)
+        return found[:limit]
+
     def get_filters_params(self, params: Any = None) -> Any:
         lookup = super().get_filters_params(params)
         for name in CURSORS:
@@ -69,23 +122,18 @@ class KeysetChangeList(ChangeList):
         per_page = self.list_per_page
         after = parse_cursor(request.GET.get("after"))
         before = parse_cursor(request.GET.get("before"))
-        rows = self.queryset.order_by("-id")
+        unreadable: list[Any] = []
+        tables = [self.queryset, *self.archived(request)]
         if before is not None:
-            read = rows.filter(id__gt=before).order_by("id")[: per_page + 1]
-            newer = list(read)
+            newer = self._read(tables, unreadable, newer_than=before)
             self.has_newer = len(newer) > per_page
             page = list(reversed(newer[:per_page]))
             self.has_older = True
         else:
-            if after is not None:
-                rows = rows.filter(id__lt=after)
-            read = rows[: per_page + 1]
-            older = list(read)
+            older = self._read(tables, unreadable, older_than=after)
             self.has_older = len(older) > per_page
             page = older[:per_page]
             self.has_newer = after is not None
-        # The page is read here, once: admin/jobs.py names the unreadable rows (B4).
-        unreadable = getattr(read, "unreadable", [])
         self.result_list = _Page(page, unreadable)
         self.result_count = len(page)
         self.full_result_count = None
@@ -141,7 +189,17 @@ def search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
     if exact is not None and len(term.replace("-", "")) == 32:
         return queryset.filter(id=exact)
     return queryset.filter(
-        Q(idempotency_key__startswith=term) | Q(tenant_id=term) | Q(name=term)
+        key_matches(term, prefix=True) | Q(tenant_id=term) | Q(name=term)
+    )
+
+
+def key_matches(term: str, *, prefix: bool) -> Q:
+    """Jobs whose key, as operators see it, is (or starts with) ``term`` (B5): a key
+    holding a hidden value is matched by its shown form (``shown_key``) only, so a
+    search never finds a job by the hidden part of its key."""
+    lookup = "startswith" if prefix else "exact"
+    return Q(shown_key__isnull=True, **{f"idempotency_key__{lookup}": term}) | Q(
+        **{f"shown_key__{lookup}": term}
     )
 
 
@@ -183,11 +241,36 @@ class _ValueFilter(admin.SimpleListFilter):
 
 
 class KeyFilter(_ValueFilter):
-    """Jobs of one idempotency key (``?key=report:42``; a job's page links to it)."""
+    """Jobs of one idempotency key (``?key=report:42``; a job's page links to it), as
+    shown (B5: a key holding a hidden value by its shown form)."""
 
     title = "idempotency key"
     parameter_name = "key"
     field = "idempotency_key"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        return queryset.filter(key_matches(value, prefix=False)) if value else queryset
+
+
+class ParentFilter(_ValueFilter):
+    """The children of one job (``?parent=<id>``, S11; a parent's page links to it)."""
+
+    title = "parent"
+    parameter_name = "parent"
+    field = "parent_id"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            parent = uuid.UUID(value)
+        except ValueError:
+            raise IncorrectLookupParameters(
+                f"parent: not a job id: {value!r}"
+            ) from None
+        return queryset.filter(parent_id=parent)
 
 
 class TenantFilter(_ValueFilter):

@@ -27,7 +27,7 @@ from ultimate_jobs.api import locator
 from ultimate_jobs.api.history import attempts_json
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import FINISHED_STATES, Job, JobStep
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
 
 # The buttons a job in each state offers, in order (a button the state cannot use is
 # not drawn; the verb still refuses it in words if a stale page posts it).
@@ -154,7 +154,7 @@ def attempt_table(job: Job) -> str:
 def step_table(job: Job) -> str:
     """The current stage's steps, in order: kind, state, start (to the millisecond,
     UTC), how long each took, and its output redacted like the input (S1-S4, B5)."""
-    view = shown(job.name, job.input)
+    view = shown_row(job)
     steps = [s for s in job.steps.all() if not s.archived]
     if not steps:
         return "—"

@@ -7,10 +7,13 @@ admin log (who, when).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -20,7 +23,7 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import charts, job_details, job_list, job_page
+from ultimate_jobs.admin import charts, job_details, job_family, job_list, job_page
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -33,7 +36,7 @@ from ultimate_jobs.models import (
     JobCounter,
     QueuePause,
 )
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
 
 BULK_LIMIT = 1000
 
@@ -54,7 +57,7 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
     """Apply one verb to the selected jobs, recording the admin user as its actor."""
     done, refusals = 0, []
     actor = api.operator_of(request.user, source="admin")
-    for job in queryset[:BULK_LIMIT]:
+    for job in _selected(request, queryset):
         try:
             call(job.pk, actor)
         except JobsError as exc:
@@ -68,6 +71,23 @@ def _apply(request: HttpRequest, queryset: QuerySet[Job], verb: str, call: Any) 
     )
     for line in refusals[:10]:
         messages.warning(request, line)
+
+
+def _selected(request: HttpRequest, queryset: QuerySet[Job]) -> list[Any]:
+    """The jobs an action acts on: the selected rows of either table (a list filtered
+    to a finished state shows the archive's rows too, Q2), at most BULK_LIMIT."""
+    rows: list[Any] = list(queryset[:BULK_LIMIT])
+    if request.POST.get("select_across") == "1":
+        return rows
+    ids = set()
+    for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)[:BULK_LIMIT]:
+        with contextlib.suppress(ValueError):
+            ids.add(uuid.UUID(value))
+    ids -= {row.pk for row in rows}
+    if ids:
+        archive = JobArchive.objects.using(queryset.db).filter(pk__in=ids)
+        rows += list(archive[: BULK_LIMIT - len(rows)])
+    return rows
 
 
 @admin.register(Job)
@@ -95,6 +115,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         job_list.CreatedToFilter,
         job_list.FiredByFilter,
         job_list.KeyFilter,
+        job_list.ParentFilter,
     )
     # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
     # name); listed so the admin draws its search box.
@@ -133,9 +154,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "pretty_progress",
         "pretty_result",
         "step_trace",
+        "family",
         "logs",
         "backfill_pass",
-        "correlation_id",
+        "shown_correlation_id",
         "enqueued_by_name",
         "operator_actions",
     )
@@ -147,6 +169,9 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "result",
         "idempotency_key",
         "enqueued_by",
+        "correlation_id",
+        "redact",
+        "shown_key",
     )
 
     def changelist_view(
@@ -282,7 +307,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="input")
     def pretty_input(self, job: Job) -> str:
         """The input, redacted (B5: the job's paths and the REDACT patterns)."""
-        view = shown(job.name, job.input)
+        view = shown_row(job)
         return format_html(
             "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
         )
@@ -292,9 +317,12 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         if job.state in ("done", "running"):
             # The row keeps the error of an earlier attempt: the attempt history shows it.
             return "— (earlier attempts' errors are in the attempt history)"
-        return format_html(
-            "<pre>{}</pre>", shown(job.name, job.input).text(job.last_error) or "—"
-        )
+        return format_html("<pre>{}</pre>", shown_row(job).text(job.last_error) or "—")
+
+    @admin.display(description="correlation id")
+    def shown_correlation_id(self, job: Job) -> str:
+        """The correlation id, the input's hidden values replaced (B5)."""
+        return shown_row(job).text(job.correlation_id) or "—"
 
     @admin.display(description="attempt history")
     def attempt_history(self, job: Job) -> str:
@@ -302,7 +330,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="progress")
     def pretty_progress(self, job: Job) -> str:
-        value = shown(job.name, job.input).value(job.progress)
+        value = shown_row(job).value(job.progress)
         return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
 
     @admin.display(description="operator actions")
@@ -320,7 +348,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def pretty_result(self, job: Job) -> str:
         if job.result is None:
             return "— (kept when the job completes)"
-        value = shown(job.name, job.input).value(job.result)
+        value = shown_row(job).value(job.result)
         return format_html("<pre>{}</pre>", json.dumps(value, indent=2))
 
     @admin.display(description="steps")
@@ -332,6 +360,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     logs = staticmethod(job_details.run_logs)
     backfill_pass = staticmethod(job_details.backfill_pass)
     enqueued_by_name = staticmethod(job_details.enqueued_by_name)
+
+    @admin.display(description="parent and children")
+    def family(self, job: Job) -> str:
+        return job_family.family(job)
 
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

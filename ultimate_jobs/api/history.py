@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ultimate_jobs.models import Attempt, Job
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import fingerprint
 
 # How the job row's state names the way its latest attempt ended (W9).
 ROW_OUTCOMES = {
@@ -29,7 +30,7 @@ def row_outcome(job: Job) -> str:
 
 def attempts_json(job: Job) -> list[dict[str, Any]]:
     """Every attempt of ``job`` (all its runs), oldest first (``jobs show --json``)."""
-    view = shown(job.name, job.input)
+    view = shown_row(job)
 
     def when(value: Any) -> str | None:
         return value.isoformat() if value is not None else None
@@ -43,6 +44,7 @@ def attempts_json(job: Job) -> list[dict[str, Any]]:
             "outcome": row.outcome,
             "error": view.text(row.error),
             "error_code": row.error_code,
+            "fingerprint": fingerprint(row.error),  # P10
             "started_at": when(row.started_at),
             "finished_at": when(row.finished_at),
             "worker_id": row.worker_id,
@@ -65,6 +67,7 @@ def attempts_json(job: Job) -> list[dict[str, Any]]:
                     "outcome": outcome,
                     "error": view.text(error),
                     "error_code": job.error_code if error else "",
+                    "fingerprint": fingerprint(error),
                     "started_at": when(job.started_at),
                     "finished_at": when(job.finished_at),
                     "worker_id": job.worker_id,

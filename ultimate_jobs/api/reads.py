@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Count, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api import locator
@@ -33,21 +33,22 @@ from ultimate_jobs.models import (
 )
 from ultimate_jobs.models.archive import as_job
 from ultimate_jobs.observability import metrics, runlogs
-from ultimate_jobs.observability.redaction import shown
+from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 200
 
 
-def parse_job_id(value: object) -> uuid.UUID:
+def parse_job_id(value: object, field: str = "id") -> uuid.UUID:
     """A job id from a UUID or its text; anything else is InvalidArgument."""
     if isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument("id", value, "a job id is a UUID") from None
+        raise InvalidArgument(field, value, "a job id is a UUID") from None
 
 
 def resolve_id(value: object) -> uuid.UUID:
@@ -139,7 +140,7 @@ def job_json(
             .filter(job_id=job.id)
             .order_by("id")
         )
-    view = shown(job.name, job.input)
+    view = shown_row(job)
     declared = registry.get(job.name) if job.name in registry else None
 
     def when(value: Any) -> str | None:
@@ -155,7 +156,7 @@ def job_json(
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
         "tenant_id": job.tenant_id,
-        "idempotency_key": job.idempotency_key,
+        "idempotency_key": view.key(job.idempotency_key),
         "input": view.input,
         "run_at": when(job.run_at),
         "created_at": when(job.created_at),
@@ -163,9 +164,10 @@ def job_json(
         "finished_at": when(job.finished_at),
         "last_error": view.text(job.last_error),
         "error_code": job.error_code,
+        "fingerprint": job.fingerprint,  # P10: of the last failed attempt
         "stop_reason": job.stop_reason,
         "progress": view.value(job.progress),
-        "correlation_id": job.correlation_id,
+        "correlation_id": view.text(job.correlation_id),
         "enqueued_by": job.enqueued_by,
         "enqueued_by_name": names.get(job.enqueued_by),
         "worker_id": job.worker_id,
@@ -186,7 +188,33 @@ def job_json(
     }
     if declared is not None and declared.definition.store_result:
         out["result"] = view.value(job.result)  # P8: only for jobs that opt in
+    out.update(family_json(job))
     return out
+
+
+CHILDREN_SHOWN = 1000
+
+
+def family_json(job: Job) -> dict[str, Any]:
+    """S11: the job's parent and children: ``parent_id``, ``children`` (ids, oldest
+    first, at most CHILDREN_SHOWN) and ``children_by_state`` (counts), on the job's
+    alias, in the hot table and the finished jobs table (Q2)."""
+    alias = job._state.db or get_settings().DATABASE
+    tables: list[QuerySet[Any]] = [
+        Job.objects.using(alias).filter(parent_id=job.id),
+        JobArchive.objects.using(alias).filter(parent_id=job.id),
+    ]
+    counts: dict[str, int] = {}
+    ids: list[uuid.UUID] = []
+    for table in tables:
+        for row in table.values("state").annotate(n=Count("id")).order_by():
+            counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
+        ids.extend(table.order_by("id").values_list("id", flat=True)[:CHILDREN_SHOWN])
+    return {
+        "parent_id": str(job.parent_id) if job.parent_id else None,
+        "children": [str(i) for i in sorted(ids)[:CHILDREN_SHOWN]],
+        "children_by_state": dict(sorted(counts.items())),
+    }
 
 
 def _jobs() -> QuerySet[Job]:
@@ -205,21 +233,24 @@ def list_jobs(
     tenant: str | None = None,
     key: str | None = None,
     id_prefix: str | None = None,
+    parent: str | uuid.UUID | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
+    fingerprint: str | None = None,
     limit: int = DEFAULT_PAGE,
     after: str | uuid.UUID | None = None,
     before: str | uuid.UUID | None = None,
 ) -> dict[str, Any]:
     """One page of jobs, newest first (P3).
 
-    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
-    (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
-    ``previous`` that of the page before it (newer), to pass as ``before``; each is
-    None when there is no such page. ``key`` is an idempotency key, ``created_from``
-    (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
-    most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
-    once are JobPageInvalid.
+        A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+        (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
+        ``previous`` that of the page before it (newer), to pass as ``before``; each is
+        None when there is no such page. ``fingerprint`` keeps the jobs whose last failed
+    attempt has it (P10). ``key`` is an idempotency key, ``created_from``
+        (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
+        most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
+        once are JobPageInvalid.
     """
     if (
         isinstance(limit, bool)
@@ -249,9 +280,14 @@ def list_jobs(
         created_from=created_from,
         created_to=created_to,
     )
-    tables: list[QuerySet[Any]] = [_jobs().filter(filters)]
+    if parent is not None:  # S11: the children of one job
+        filters &= Q(parent_id=parse_job_id(parent, "parent"))
+    tables: list[QuerySet[Any]] = [_jobs()]
     if state is None or state not in LIVE_STATES:
-        tables.append(_archive().filter(filters))  # Q2: the archive holds no live job
+        tables.append(_archive())  # Q2: the archive holds no live job
+    if fingerprint is not None:  # P10: the fingerprint index of each table
+        filters &= Q(fingerprint=check_fingerprint(fingerprint))
+    tables = [rows.filter(filters) for rows in tables]
     if id_prefix:
         prefix = id_prefix.lower()
         if not all(c in "0123456789abcdef-" for c in prefix):

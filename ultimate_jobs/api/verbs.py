@@ -44,8 +44,12 @@ from ultimate_jobs.models import (
     Job,
     JobAction,
     JobArchive,
+    JobStep,
     QueuePause,
+    StepKind,
 )
+from ultimate_jobs.observability.redaction import shown_row
+from ultimate_jobs.observability.triage import check_fingerprint
 from ultimate_jobs.sql import QUERIES
 
 # cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.
@@ -173,14 +177,18 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
             or "unique" in str(exc.__cause__).lower()
         ):
             job = load(pk, alias=alias)
-            raise JobDuplicate(job.name, job.idempotency_key, None) from exc
+            raise JobDuplicate(
+                job.name, shown_row(job).key(job.idempotency_key), None
+            ) from exc
         raise
     if rows:
         return run_id
     job = load(pk, alias=alias)
     if job.state not in FINISHED_STATES:
         raise JobNotRequeueable(pk, job.state)
-    raise JobDuplicate(job.name, job.idempotency_key, _live_holder(job, alias))
+    raise JobDuplicate(
+        job.name, shown_row(job).key(job.idempotency_key), _live_holder(job, alias)
+    )
 
 
 def _live_holder(job: Job, alias: str) -> uuid.UUID | None:
@@ -208,6 +216,9 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
         raise JobNotCancellable(pk, load(pk).state)
 
 
+CHILDREN_PAGE = 500
+
+
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
     """Cancel one live job on whichever alias holds it (Q1), record who did it, and
     tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
@@ -227,7 +238,41 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
+    _cancel_children(pk, alias, who)
     return str(row["was"])
+
+
+def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
+    """S11: cancelling a parent cancels its live children (and theirs), each recorded
+    like an operator's cancel, in pages of the live-children index."""
+    reason = f"parent {pk} cancelled"
+    while children := _db(alias).run(
+        QUERIES["children_live"], parent_id=pk, limit=CHILDREN_PAGE
+    ):
+        cancelled = [_cancel(child["id"], reason, who) for child in children]
+        if all(was is None for was in cancelled):
+            break  # none of them could be cancelled any more: nothing changes
+    if len(reading_aliases()) > 1:
+        for child in _spawned_elsewhere(pk, alias):
+            _cancel(child, reason, who)
+
+
+def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
+    """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
+    there, so they are found by the parent's spawn steps (not those that answered an
+    existing job's key: that job is not the parent's to cancel)."""
+    outputs = JobStep.objects.using(alias).filter(
+        job_id=pk, kind=StepKind.SPAWN, archived=False
+    )
+    found = [
+        uuid.UUID(o["id"])
+        for o in outputs.values_list("output", flat=True)
+        if isinstance(o, dict) and not o.get("deduped")
+    ]
+    here = set(
+        Job.objects.using(alias).filter(pk__in=found).values_list("pk", flat=True)
+    )
+    return [child for child in found if child not in here]
 
 
 def cancel_by_key(
@@ -386,10 +431,14 @@ def bulk(
     queue: str | None = None,
     name: str | None = None,
     tenant_id: str | None = None,
+    fingerprint: str | None = None,
     reason: str = "",
     actor: Any = None,
 ) -> dict[str, int]:
-    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs.
+    """Apply ``verb`` (retry, cancel, remove, promote) to at most 1,000 matching jobs;
+    ``fingerprint`` (P10) keeps those whose last failed attempt has it (a dead-letter
+    group: Retry-group is ``bulk("retry", state="dead", fingerprint=F)``, Cancel-group
+    cancels the live jobs still retrying that failure).
 
     Answers ``{"affected": n, "remaining": m}``: ``remaining`` is what another call could
     still move (a row whose key a live job holds is not counted), so calling until it is
@@ -402,7 +451,15 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
-    filters = {"state": state, "queue": queue, "name": name, "tenant_id": tenant_id}
+    if fingerprint is not None:
+        fingerprint = check_fingerprint(fingerprint)
+    filters = {
+        "state": state,
+        "queue": queue,
+        "name": name,
+        "tenant_id": tenant_id,
+        "fingerprint": fingerprint,
+    }
     aliases = (queue_alias(queue),) if queue is not None else reading_aliases()
     ids: list[uuid.UUID] = []
     remaining = 0

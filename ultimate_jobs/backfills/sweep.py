@@ -59,6 +59,7 @@ from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import DRAINING, CancelToken, Run
 from ultimate_jobs.enqueue.factory import declare, positive_int
 from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.ground.context import crossing_scope
 from ultimate_jobs.ground.durations import Duration
 from ultimate_jobs.ground.exceptions import (
     BackfillExcluded,
@@ -206,6 +207,20 @@ class Backfill:
     # -- the pass ----------------------------------------------------------------------
 
     def __call__(self, run: Run, input: dict[str, Any]) -> dict[str, Any]:
+        if run.tenant_id is not None:
+            return self._pass(run, input)
+        # B7: a NO_TENANT pass sweeps every tenant's rows on purpose: it runs under a
+        # declared cross-tenant scope (logged like cross_tenant when it sweeps)
+        # instead of being refused by the tenant guard.
+        with crossing_scope(self.crossing):
+            return self._pass(run, input)
+
+    @property
+    def crossing(self) -> str:
+        """The reason a NO_TENANT pass declares for reading across tenants."""
+        return f"backfill {self.name}: a NO_TENANT pass over every tenant's rows"
+
+    def _pass(self, run: Run, input: dict[str, Any]) -> dict[str, Any]:
         forced = bool(input.get("force", False))
         self.check_environment()
         source = self.read_source()
@@ -215,6 +230,15 @@ class Backfill:
         standing = ledger.standing()
         if standing.completed and not forced and standing.newest is not None:
             return self._skip(run, standing.newest)
+        if run.tenant_id is None:  # declared with the backfill: info, not a warning
+            logger.info(
+                "jobs.tenant.cross",
+                extra={
+                    "job_name": run.name,
+                    "tenant_id": None,
+                    "reason": self.crossing,
+                },
+            )
         ledger.start(checksum=self.checksum, forced=forced)
         try:
             batches, state = self._sweep(run, source, ledger)

@@ -106,6 +106,10 @@ class JobDefinition:
     is_async: bool = False
     redact: tuple[str, ...] = ()  # input paths no operator surface shows (B5)
     store_result: bool = False  # keep the body's JSON return value (P8)
+    version: int = 1  # the input's version, stored with each row above 1 (P11)
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(
+        default_factory=dict
+    )  # n -> the function that turns a version-n input into version n+1 (P11)
 
     @property
     def origin(self) -> str:
@@ -145,6 +149,8 @@ class JobDefinition:
             "input": self.signature.describe(),
             "redact": list(self.redact),
             "store_result": self.store_result,
+            "version": self.version,
+            "upgrades_from": sorted(self.upgrade),
         }
 
 
@@ -201,6 +207,55 @@ def check_priority(
             field, value, "a whole number from -100 to 100 (higher runs first)", job=job
         )
     return value
+
+
+MAX_VERSION = 10_000
+
+
+def _check_versions(
+    version: object, upgrade: object, job: str
+) -> tuple[int, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]]:
+    """P11: ``version`` a whole number from 1; ``upgrade`` maps each version n below
+    it to a function turning a version-n input into version n+1, with no gap up to
+    version - 1 (an input older than its first key cannot be upgraded)."""
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or not 1 <= version <= MAX_VERSION
+    ):
+        raise JobDeclarationInvalid(
+            "version", version, f"a whole number from 1 to {MAX_VERSION}", job=job
+        )
+    if upgrade is None:
+        upgrade = {}
+    if not isinstance(upgrade, Mapping):
+        raise JobDeclarationInvalid(
+            "upgrade", upgrade, "a dict {n: function of a version-n input}", job=job
+        )
+    steps: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    for n, step in upgrade.items():
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < version:
+            raise JobDeclarationInvalid(
+                "upgrade",
+                n,
+                f"each key is a version from 1 to {version - 1} (version={version})",
+                job=job,
+            )
+        if not callable(step):
+            raise JobDeclarationInvalid(
+                f"upgrade[{n}]", step, "a function of a version-n input", job=job
+            )
+        steps[n] = step
+    if steps and set(steps) != set(range(min(steps), version)):
+        missing = sorted(set(range(min(steps), version)) - set(steps))
+        raise JobDeclarationInvalid(
+            "upgrade",
+            sorted(steps),
+            f"no step from version {missing[0]}: each step n -> n+1 up to "
+            f"{version - 1} is needed",
+            job=job,
+        )
+    return version, steps
 
 
 def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
@@ -271,6 +326,9 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
         )
 
     signature = read_signature(func, job=job_name)
+    version, upgrade = _check_versions(
+        fields.get("version", 1), fields.get("upgrade"), job_name
+    )
     redact = check_paths(
         fields.get("redact"),
         job=job_name,
@@ -304,4 +362,6 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
         is_async=inspect.iscoroutinefunction(func),
         redact=redact,
         store_result=store_result,
+        version=version,
+        upgrade=upgrade,
     )

@@ -21,8 +21,11 @@ builds the Redaction of a job by name and is what every surface calls.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import re
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,14 +216,43 @@ def _texts(value: Any) -> Iterator[str]:
 
 
 def scrub_text(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret in ``text`` (as it is, its repr and its JSON form)."""
+    """Replace every secret in ``text``, in each form a message may carry it
+    (``encoded_forms``), ignoring case."""
     if not text:
         return text
+    pattern = _pattern(tuple(s for s in secrets if len(s) >= MIN_SECRET_CHARS))
+    if pattern is None:
+        return text
+    return pattern.sub(REDACTED, text)
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The forms of one hidden value that are scrubbed (B5): as it is, its Python repr
+    and JSON string bodies, URL-encoded (``quote`` and ``quote_plus``, so ``%2F`` and
+    ``+`` forms), and base64 of its UTF-8 bytes (standard and URL-safe alphabets, with
+    and without padding). Matching ignores case, so an uppercased or lowercased copy
+    is scrubbed too."""
+    data = secret.encode("utf-8", "surrogatepass")
+    forms = {
+        secret,
+        repr(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret),
+    }
+    for encoded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+        text = encoded.decode("ascii")
+        forms.update((text, text.rstrip("=")))
+    return {form for form in forms if len(form) >= MIN_SECRET_CHARS}
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One case-insensitive alternation of every form of ``secrets``, longest first."""
+    forms: set[str] = set()
     for secret in secrets:
-        if len(secret) < MIN_SECRET_CHARS:
-            continue
-        forms = {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]}
-        for form in sorted(forms, key=len, reverse=True):
-            if form and form in text:
-                text = text.replace(form, REDACTED)
-    return text
+        forms |= encoded_forms(secret)
+    if not forms:
+        return None
+    ordered = sorted(forms, key=lambda form: (-len(form), form))
+    return re.compile("|".join(re.escape(form) for form in ordered), re.IGNORECASE)

@@ -104,6 +104,8 @@ def job(
     retention: Mapping[str, Any] | None = ...,
     redact: tuple[str, ...] | list[str] | None = ...,
     store_result: bool = ...,
+    version: int = ...,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -127,6 +129,8 @@ def job(
     retention: Mapping[str, Any] | None = None,
     redact: tuple[str, ...] | list[str] | None = None,
     store_result: bool = False,
+    version: int = 1,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a job; ``idempotency_key`` and ``tenant`` are required (J2, J3).
 
@@ -134,6 +138,9 @@ def job(
     ``"card.number"``; B5); the body still receives the real values.
     ``store_result=True`` keeps the body's JSON return value, at most
     ``MAX_RESULT_BYTES``, shown by the admin and ``jobs show --json`` (P8).
+    ``version=N`` stores N with each input; ``upgrade={n: fn}`` turns a stored
+    version-n input into version n+1 when a worker decodes it, so rows enqueued
+    before a signature change still run (P11).
 
     ::
 
@@ -161,6 +168,8 @@ def job(
             retention=retention,
             redact=redact,
             store_result=store_result,
+            version=version,
+            upgrade=upgrade,
         )
 
     def decorate(function: Callable[..., Any]) -> JobHandle:
@@ -182,6 +191,8 @@ def job(
             retention=retention,
             redact=redact,
             store_result=store_result,
+            version=version,
+            upgrade=upgrade,
         )
 
     return decorate

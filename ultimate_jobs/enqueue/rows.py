@@ -8,6 +8,7 @@ fragment of sql/jobs.sql, in order.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -21,7 +22,11 @@ from ultimate_jobs.declaration.definition import (
     JobDefinition,
     NoTenant,
 )
-from ultimate_jobs.declaration.redaction import Redaction, cached_redaction
+from ultimate_jobs.declaration.redaction import (
+    Redaction,
+    cached_redaction,
+    scrub_text,
+)
 from ultimate_jobs.enqueue.options import Enqueueable
 from ultimate_jobs.ground.bounds import check_text, text_problem
 from ultimate_jobs.ground.context import current_correlation_id
@@ -59,13 +64,23 @@ class Row(NamedTuple):
     correlation_id: str
     enqueued_by: str
     concurrency_key: str | None = None  # the lease key of a keyed limit (L2)
+    # B5: the declared paths (JSON text, None: none) and the key with its hidden
+    # values replaced (None: it holds none), kept with the row.
+    redact: str | None = None
+    shown_key: str | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
         """The row of a stored record (a claimed outbox row): same ids, and its
         ``run_at`` already resolved, so no delay."""
+        defaults = cls._field_defaults  # the optional columns may be absent
         return cls(
-            **{name: record[name] for name in FIELDS if name != "delay"}, delay=0.0
+            **{
+                name: record[name] if name in record else defaults[name]
+                for name in FIELDS
+                if name != "delay"
+            },
+            delay=0.0,
         )
 
 
@@ -115,6 +130,16 @@ def idempotency_key_of(definition: JobDefinition, kwargs: dict[str, Any]) -> str
             job=definition.name,
         )
     return key
+
+
+def shown_key_of(redaction: Redaction, key: str, kwargs: dict[str, Any]) -> str | None:
+    """The idempotency key as operators see it (B5): its hidden values replaced, or
+    None when it holds none (the key itself is shown). Dedupe uses the real key."""
+    secrets = redaction.secrets(kwargs)
+    if not secrets:
+        return None
+    shown = scrub_text(key, secrets)
+    return None if shown == key else shown[:MAX_KEY_LENGTH]
 
 
 def tenant_of(
@@ -192,6 +217,7 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
     ids = uuid7s(2 * len(inputs))
     queue = options.queue or definition.queue
     priority = definition.priority if options.priority is None else options.priority
+    redact = json.dumps(list(definition.redact)) if definition.redact else None
     rows = []
     for index, kwargs in enumerate(inputs):
         if not isinstance(kwargs, dict):
@@ -208,8 +234,10 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
             max_bytes=settings.MAX_INPUT_BYTES,
             max_depth=settings.MAX_INPUT_DEPTH,
             redaction=redaction,
+            version=definition.version,
         )
         key = concurrency_key_of(definition, kwargs)
+        idempotency_key = idempotency_key_of(definition, kwargs)
         rows.append(
             Row(
                 id=ids[2 * index],
@@ -219,7 +247,7 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
                 priority=priority,
                 input=encoded,
                 tenant_id=tenant_of(definition, kwargs, options.actor),
-                idempotency_key=idempotency_key_of(definition, kwargs),
+                idempotency_key=idempotency_key,
                 max_attempts=definition.retry.attempts,
                 run_at=options.run_at,
                 delay=options.delay,
@@ -228,6 +256,8 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
                 concurrency_key=None
                 if key is None
                 else keyed_lease_key(definition.name, key),
+                redact=redact,
+                shown_key=shown_key_of(redaction, idempotency_key, kwargs),
             )
         )
     return rows
@@ -261,6 +291,8 @@ _PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
     arrays.texts,  # correlation_id
     arrays.texts,  # enqueued_by
     arrays.texts,  # concurrency_key
+    arrays.jsonbs,  # redact
+    arrays.texts,  # shown_key
 )
 
 

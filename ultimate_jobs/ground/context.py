@@ -79,3 +79,45 @@ def correlation_scope(correlation_id: str) -> Iterator[None]:
         yield
     finally:
         _correlation.reset(token)
+
+
+# B7: the reason of the cross_tenant block the code runs in; None outside one.
+_crossing: ContextVar[str | None] = ContextVar(
+    "ultimate_jobs_cross_tenant", default=None
+)
+
+
+def current_crossing() -> str | None:
+    """The reason of the ``cross_tenant(reason=...)`` block running here, or None."""
+    return _crossing.get()
+
+
+@contextlib.contextmanager
+def crossing_scope(reason: str | None) -> Iterator[None]:
+    """Run a block with the tenant guard lifted for ``reason`` (None: not lifted);
+    ``ultimate_jobs.tenancy.cross_tenant`` checks the reason and logs it."""
+    token = _crossing.set(reason)
+    try:
+        yield
+    finally:
+        _crossing.reset(token)
+
+
+def guard_scope() -> tuple[str | None, str | None, str | None]:
+    """What the tenant guard reads here: (job name, tenant, crossing reason)."""
+    return _job.get(), _tenant.get(), _crossing.get()
+
+
+@contextlib.contextmanager
+def restored_guard_scope(
+    scope: tuple[str | None, str | None, str | None],
+) -> Iterator[None]:
+    """Run a block under a ``guard_scope()`` taken elsewhere (a thread a body starts)."""
+    name, tenant, reason = scope
+    tokens = (_job.set(name), _tenant.set(tenant), _crossing.set(reason))
+    try:
+        yield
+    finally:
+        _crossing.reset(tokens[2])
+        _tenant.reset(tokens[1])
+        _job.reset(tokens[0])

@@ -18,7 +18,9 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   └── BackfillInvalid           a backfill's source() or count() answered something unusable
 ├── InvalidJobPayload             input that does not fit the job's signature
 │   ├── InputTooLarge             an input's JSON passes MAX_INPUT_BYTES
-│   └── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+│   ├── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+│   ├── InputUpgradeFailed        a stored input of an older version could not be upgraded
+│   └── InputVersionAhead         a stored input is newer than this code (handed back)
 ├── ResultTooLarge                a store_result body returned JSON past MAX_RESULT_BYTES
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
@@ -221,6 +223,37 @@ class InvalidJobPayload(JobsError):
         self.reason = reason
 
 
+class InputUpgradeFailed(InvalidJobPayload):
+    """A stored input of an older version could not be upgraded to the declared one
+    (P11): no upgrade from its version, or the upgrade raised or answered no object."""
+
+    code = "X_INPUT_UPGRADE_FAILED"
+
+    def __init__(self, job: str, version: int, reason: str) -> None:
+        super().__init__(job, "__version__", version, reason)
+        self.version = version
+
+
+class InputVersionAhead(InvalidJobPayload):
+    """A stored input is of a newer version than this code declares (P11): a worker
+    of the previous deploy met a row of the next one. The row is handed back
+    untouched, its attempt not counted, for a worker of the newer code."""
+
+    code = "X_INPUT_VERSION_AHEAD"
+    classification = "retryable"
+
+    def __init__(self, job: str, version: int, declared: int) -> None:
+        super().__init__(
+            job,
+            "__version__",
+            version,
+            f"newer than version {declared} this code declares: handed back for a "
+            "worker of the newer code",
+        )
+        self.version = version
+        self.declared = declared
+
+
 class InputTooLarge(InvalidJobPayload):
     """An input's JSON is longer than MAX_INPUT_BYTES (B4)."""
 
@@ -359,6 +392,22 @@ class EventTimeout(JobTimeout):
         )
         self.step = step
         self.event = event
+
+
+class FanInTimeout(JobTimeout):
+    """A run.wait_for_jobs outlived its timeout before every child settled (S11).
+
+    Terminal: the timeout is recorded with the step, so a retry would replay it.
+    """
+
+    classification = "terminal"
+
+    def __init__(self, job: str, step: str) -> None:
+        super().__init__(
+            f"{job}: step {step!r} waited for its child jobs past its timeout",
+            step=step,
+        )
+        self.step = step
 
 
 class OutboxNoTx(JobsError):

@@ -48,6 +48,37 @@ class JobArchive(JobColumns):
         return f"{self.name} {self.id} ({self.state}, archive)"
 
 
+class ArchiveCount(models.Model):
+    """How many jobs of one (queue, state) the archive gained or lost for one UTC day
+    of ``finished_at`` (issue 27, Q2, P7): a count is the SUM of its rows.
+
+    Kept by the statements that move rows in or out of the archive (sql/archive.sql:
+    the move adds, a restore, a remove and the purges subtract, the day drop deletes
+    the days it drops), in the same statement, so a dead job moved to the archive is
+    still counted by the gauge, the dashboard and ``jobs stats`` without reading the
+    archive. A statement only INSERTs its change, so two statements never wait for
+    each other's count; the move folds the rows of the days it touches into one
+    (skipping rows another statement holds), so a day keeps a row or two.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=63)
+    state = models.CharField(max_length=16)
+    day = models.DateField()
+    jobs = models.BigIntegerField()
+
+    class Meta:
+        db_table = "ultimate_jobs_archive_count"
+        indexes = (
+            models.Index(
+                fields=("state", "queue", "day"), name="ultimate_jobs_archive_count_at"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.state} {self.day}: {self.jobs:+}"
+
+
 def _rows(model: type[models.Model], stored: Any) -> list[Any]:
     """The rows ``trail`` kept of one table, as unsaved instances of its model (each
     value read back by its field, the way the database would have answered it)."""

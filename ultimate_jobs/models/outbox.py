@@ -34,6 +34,9 @@ class OutboxMessage(models.Model):
     correlation_id = models.CharField(max_length=255, blank=True, db_default="")
     enqueued_by = models.CharField(max_length=255, blank=True, db_default="")
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001 - NULL is no keyed limit
+    # B5: the job row's redact and shown_key, decided at staging (models/jobs.py).
+    redact = models.JSONField(null=True, blank=True)
+    shown_key = models.CharField(max_length=512, null=True, blank=True)  # noqa: DJ001 - NULL is the key as it is
     staged_at = models.DateTimeField(db_default=Now())
     staged_tx = models.BigIntegerField()  # the staging transaction (pg_current_xact_id)
     claimed_at = models.DateTimeField(null=True, blank=True)

@@ -10,8 +10,9 @@ Two kinds:
   them) and ``ultimate_jobs_bodies_abandoned_total`` (bodies past their timeout).
 * Queue gauges computed by ``QueueCollector`` at scrape time with one grouped
   statement (``queue_health``): ``ultimate_jobs_queue_depth``,
-  ``ultimate_jobs_queue_oldest_ready_seconds``, ``ultimate_jobs_queue_running`` and
-  ``ultimate_jobs_queue_dead_jobs``. Any process that exports the default registry
+  ``ultimate_jobs_queue_oldest_ready_seconds``, ``ultimate_jobs_queue_running``,
+  ``ultimate_jobs_queue_dead_jobs`` (the hot table's and the archive's dead letters) and
+  ``ultimate_jobs_queue_oldest_dead_seconds``. Any process that exports the default registry
   (this package's ``/metrics`` view, django-prometheus's, ``jobs_worker
   --metrics-port``) serves them.
 
@@ -215,18 +216,17 @@ class QueueCollector:
         except QueryError as exc:
             logger.warning("jobs.metrics.collect-failed", extra={"error": str(exc)})
             return
-        depth, oldest, running, dead = self._families()
+        depth, oldest, running, dead, oldest_dead = self._families()
         for queue in stats:
             depth.add_metric([queue.queue], queue.depth)
             oldest.add_metric([queue.queue], queue.oldest_ready_seconds)
             running.add_metric([queue.queue], queue.running)
             dead.add_metric([queue.queue], queue.dead)
-        yield from (depth, oldest, running, dead)
+            oldest_dead.add_metric([queue.queue], queue.oldest_dead_seconds)
+        yield from (depth, oldest, running, dead, oldest_dead)
 
     @staticmethod
-    def _families() -> tuple[
-        GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
-    ]:
+    def _families() -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily(
                 "ultimate_jobs_queue_depth",
@@ -245,7 +245,13 @@ class QueueCollector:
             ),
             GaugeMetricFamily(
                 "ultimate_jobs_queue_dead_jobs",
-                "Dead letters (state 'dead'), requeueable.",
+                "Dead letters (state 'dead'), requeueable, in the hot table and the "
+                "archive.",
+                labels=["queue"],
+            ),
+            GaugeMetricFamily(
+                "ultimate_jobs_queue_oldest_dead_seconds",
+                "How long ago the earliest dead letter still kept died (0 when none).",
                 labels=["queue"],
             ),
         )

@@ -8,11 +8,16 @@ carries that a body or the library may have written from the input (the last err
 a progress note, a step's output): the input's redacted values are replaced there
 too. The rules themselves are ``ultimate_jobs.declaration.redaction.Redaction``.
 
-A job this process does not declare is redacted by the key patterns alone.
+What must be hidden is decided at enqueue and kept with the row (``redact``: the
+paths the job declared then; ``shown_key``: the idempotency key with its hidden
+values replaced), so a process that does not declare the job, or a row of a job
+renamed or removed since, is redacted exactly as the enqueuing process would; the
+paths the reading process declares are added, never subtracted.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +26,18 @@ from ultimate_jobs.declaration.redaction import REDACTED, Redaction, cached_reda
 from ultimate_jobs.declaration.registry import registry
 
 
-def redaction_for(name: str) -> Redaction:
-    """The redaction of the job ``name``: its declared paths and the REDACT patterns."""
+def redaction_for(name: str, stored: Any = None) -> Redaction:
+    """The redaction of the job ``name``: the paths its row kept (``stored``, the
+    ``redact`` column), those this process declares, and the REDACT patterns."""
     paths = registry.get(name).definition.redact if name in registry else ()
+    if isinstance(stored, str):
+        try:
+            stored = json.loads(stored)
+        except ValueError:
+            stored = None
+    if isinstance(stored, list) and stored:
+        kept = tuple(p for p in stored if isinstance(p, str) and p)
+        paths = tuple(dict.fromkeys((*kept, *paths)))
     return cached_redaction(paths, get_settings().REDACT)
 
 
@@ -35,6 +49,14 @@ class Shown:
     redaction: Redaction
     input: Any
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    shown_key: str | None = field(default=None, repr=False)
+
+    def key(self, key: str) -> str:
+        """The idempotency key as shown: the form kept at enqueue, else the key with
+        the input's hidden values replaced."""
+        if self.shown_key:
+            return self.shown_key
+        return self.text(key) or key
 
     def text(self, text: str | None) -> str | None:
         """Free text (an error, a note) with the input's redacted values replaced."""
@@ -58,10 +80,28 @@ class Shown:
         return value
 
 
-def shown(name: str, input: Any) -> Shown:
-    """How the job ``name`` with ``input`` is shown to operators (B5)."""
-    redaction = redaction_for(name)
-    return Shown(redaction, redaction.apply(input), tuple(redaction.secrets(input)))
+def shown(
+    name: str, input: Any, redact: Any = None, shown_key: str | None = None
+) -> Shown:
+    """How the job ``name`` with ``input`` is shown to operators (B5); ``redact`` and
+    ``shown_key`` are what its row kept."""
+    redaction = redaction_for(name, redact)
+    return Shown(
+        redaction,
+        redaction.apply(input),
+        tuple(redaction.secrets(input)),
+        shown_key,
+    )
 
 
-__all__ = ["REDACTED", "Shown", "redaction_for", "shown"]
+def shown_row(job: Any) -> Shown:
+    """How a job row (hot table, history or outbox) is shown to operators (B5)."""
+    return shown(
+        job.name,
+        job.input,
+        getattr(job, "redact", None),
+        getattr(job, "shown_key", None),
+    )
+
+
+__all__ = ["REDACTED", "Shown", "redaction_for", "shown", "shown_row"]

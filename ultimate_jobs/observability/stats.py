@@ -23,7 +23,8 @@ class QueueStats:
     depth: int = 0  # jobs due and waiting for a worker
     oldest_ready_seconds: float = 0.0  # how long the longest-waiting one has been due
     running: int = 0  # claimed, lease held
-    dead: int = 0  # dead letters
+    dead: int = 0  # dead letters, in the hot table and the archive (Q2)
+    oldest_dead_seconds: float = 0.0  # how long ago the earliest of them died
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +68,7 @@ def queue_health(
             oldest_ready_seconds=max(float(row["oldest_ready_seconds"]), 0.0),
             running=int(row["running"]),
             dead=int(row["dead"]),
+            oldest_dead_seconds=max(float(row["oldest_dead_seconds"]), 0.0),
         )
         for row in rows
     }

@@ -6,7 +6,9 @@ correlation id (ground/context.py). Each attempt then runs inside a span named
 that enqueued the job and every attempt that ran it, however much later and wherever.
 Its attributes name the job (``job.id``, ``job.name``, ``job.queue``, ``job.attempt``,
 ``job.tenant_id``) and, once the outcome is written, ``job.outcome``; a failed attempt
-records its exception and sets the status to ERROR. Each step that runs (not one
+records its exception and sets the status to ERROR; the status text, the exception
+event's message and traceback and the correlation id attribute carry the input's
+redacted values as ``[redacted]`` (B5). Each step that runs (not one
 replayed from storage) is a child span ``step <name>``.
 
 Without the package nothing here does anything (no import, no cost); with the API but
@@ -20,11 +22,16 @@ a block (tests).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ultimate_jobs.declaration.redaction import scrub_text
+from ultimate_jobs.observability.redaction import redaction_for
 
 try:
     from opentelemetry import trace as otel_trace
@@ -101,23 +108,42 @@ def is_traceparent(value: str) -> bool:
 class AttemptSpan:
     """The span of one attempt, or nothing (no OpenTelemetry, nothing recording)."""
 
-    __slots__ = ("span",)
+    __slots__ = ("secrets", "span")
 
-    def __init__(self, span: Any = None) -> None:
+    def __init__(
+        self, span: Any = None, secrets: Callable[[], Sequence[str]] | None = None
+    ) -> None:
         self.span = span
+        self.secrets = secrets  # the input's hidden values, found when first needed
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with the input's hidden values replaced (B5)."""
+        return scrub_text(text, self.secrets()) if self.secrets and text else text
 
     def settled(self, attempt: Ended) -> None:
-        """Name the attempt's outcome; record its exception when it failed."""
+        """Name the attempt's outcome; record its exception when it failed, its
+        message and traceback with the input's hidden values replaced (B5)."""
         if self.span is None or not self.span.is_recording():
             return
         outcome = str(attempt.outcome) if attempt.landed else "unowned"
         self.span.set_attribute("job.outcome", outcome)
-        if attempt.error is not None:
-            self.span.record_exception(attempt.error)
+        error = attempt.error
+        if error is not None:
+            stack = "".join(
+                traceback.format_exception(type(error), error, error.__traceback__)
+            )
+            self.span.add_event(
+                "exception",
+                {
+                    "exception.type": _qualified(error),
+                    "exception.message": self._scrub(str(error)),
+                    "exception.stacktrace": self._scrub(stack),
+                    "exception.escaped": False,
+                },
+            )
         if outcome in FAILED_OUTCOMES:
-            error = attempt.error
             described = f"{type(error).__name__}: {error}" if error else outcome
-            self.span.set_status(Status(StatusCode.ERROR, described[:500]))
+            self.span.set_status(Status(StatusCode.ERROR, self._scrub(described)[:500]))
 
     def correlation_id(self, stored: str) -> str:
         """The correlation id the body's own enqueues record: this span's traceparent
@@ -195,8 +221,38 @@ def step_span(name: str, kind: str) -> contextlib.AbstractContextManager[Any]:
     )
 
 
+def _qualified(error: BaseException) -> str:
+    """The exception's class as OpenTelemetry names it (module.Class)."""
+    kind = type(error)
+    module = kind.__module__
+    return (
+        kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    )
+
+
+def _input_secrets(job: ClaimedJob) -> Callable[[], Sequence[str]]:
+    """The hidden values of the job's input (its row's declared paths, this process's
+    and the REDACT patterns), found the first time they are asked for."""
+    found: list[Sequence[str]] = []
+
+    def secrets() -> Sequence[str]:
+        if not found:
+            value: Any = job["input"]
+            if isinstance(value, str | bytes):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    value = None
+            stored = job.get("redact")
+            found.append(redaction_for(job["name"], stored).secrets(value))
+        return found[0]
+
+    return secrets
+
+
 @contextlib.contextmanager
 def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
+    secrets = _input_secrets(job)
     correlation = job["correlation_id"] or ""
     parent = (
         TraceContextTextMapPropagator().extract({"traceparent": correlation})
@@ -211,7 +267,7 @@ def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
         "job.tenant_id": job["tenant_id"] or "",
     }
     if correlation and parent is None:
-        attributes["job.correlation_id"] = correlation
+        attributes["job.correlation_id"] = scrub_text(correlation, secrets())
     with _tracer().start_as_current_span(
         f"job {job['name']}",
         context=parent,
@@ -220,4 +276,4 @@ def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
-        yield AttemptSpan(span)
+        yield AttemptSpan(span, secrets)

@@ -74,6 +74,8 @@ def _decoded(handle: Declared, row: ClaimedJob) -> dict[str, Any] | None:
             definition.signature,
             row["input"],
             max_depth=get_settings().MAX_INPUT_DEPTH,
+            version=definition.version,
+            upgrade=definition.upgrade,
         )
     except JobsError:
         return None

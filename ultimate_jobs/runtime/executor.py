@@ -52,6 +52,7 @@ from ultimate_jobs.ground.context import (
     tenant_scope,
 )
 from ultimate_jobs.ground.exceptions import (
+    InputVersionAhead,
     JobTimeout,
     RunSuspended,
     UnknownJob,
@@ -77,6 +78,9 @@ logger = logging.getLogger(__name__)
 # How long a body may take to stop after its deadline set its token before it counts
 # as one that ignores it (a body that looks at its token every step stops within it).
 OVERRUN_GRACE = 1.0
+# P11: how long a row whose input is newer than this code waits before it is due again
+# (a worker of the newer code claims it meanwhile; an older one hands it back again).
+HAND_BACK_DELAY = 30.0
 
 
 class Executor:
@@ -178,7 +182,11 @@ class Executor:
                     job["input"],
                     max_depth=settings.MAX_INPUT_DEPTH,
                     redaction=redaction,
+                    version=definition.version,
+                    upgrade=definition.upgrade,
                 )
+            except InputVersionAhead as exc:  # P11: for a worker of the newer code
+                return self._hand_back(job, exc, token, started)
             except Exception as exc:  # InvalidJobPayload: terminal on this attempt (J1)
                 return self._failed(job, handle, None, exc, token, started)
             deadlines = Deadlines(token, step_timeout=definition.step_timeout)
@@ -556,6 +564,28 @@ class Executor:
             due_in=delay,
             secrets=secrets,
         )
+
+    def _hand_back(
+        self,
+        job: ClaimedJob,
+        exc: InputVersionAhead,
+        token: CancelToken,
+        started: float,
+    ) -> Attempt:
+        """P11: the input is newer than this code; the row goes back untouched (its
+        attempt not counted, no error kept) and is due again after HAND_BACK_DELAY,
+        as a row of a job name this worker does not declare is never claimed."""
+        landed = self.settler.hand_back(job, HAND_BACK_DELAY)
+        logger.warning(
+            "jobs.attempt.version-ahead",
+            extra={
+                **job_fields(job),
+                "version": exc.version,
+                "declared": exc.declared,
+                "delay": HAND_BACK_DELAY,
+            },
+        )
+        return self._report(job, Outcome.INTERRUPTED, landed, started, token)
 
     def _report(
         self,

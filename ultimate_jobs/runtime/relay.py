@@ -168,8 +168,7 @@ class Relay:
         finally:
             if owned and isinstance(db, DirectDatabase):
                 db.close()
-            for target in self._targets.values():
-                target.close()
+            self.close()
             logger.info(
                 "jobs.relay.stopped",
                 extra={"relay_id": self.relay_id, "published": self.published},
@@ -306,6 +305,12 @@ class Relay:
                         },
                     )
         return inserted, queues
+
+    def close(self) -> None:
+        """Close the connections this relay opened to the other aliases (Q1)."""
+        for target in self._targets.values():
+            target.close()
+        self._targets.clear()
 
     def deliver(self, target: str, rows: list[StagedJob]) -> int:
         """Q1: publish rows into another alias's queue exactly once, keyed on the

@@ -168,6 +168,16 @@ class Settler:
         )
         return bool(rows)
 
+    def hand_back(self, job: Fence, delay: float) -> bool:
+        """Give the row back untouched for a newer worker (P11), due in ``delay``."""
+        rows = self.write(
+            QUERIES["job_hand_back"],
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            delay=delay,
+        )
+        return bool(rows)
+
     def suspend(
         self, job: Fence, suspension: RunSuspended, progress: str | None = None
     ) -> Row | None:

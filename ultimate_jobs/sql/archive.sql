@@ -12,7 +12,18 @@
 id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key, attempt,
 max_attempts, run_at, created_at, started_at, finished_at, lease_owner,
 lease_expires_at, worker_id, last_error, error_code, stop_reason, progress, result,
-correlation_id, enqueued_by, concurrency_key
+correlation_id, enqueued_by, concurrency_key, redact, shown_key, fingerprint,
+parent_id
+
+-- fragment: archive_uncount
+-- Take the rows of a `gone` CTE (queue, state, finished_at: rows this statement
+-- deletes from the archive) off the archive's counts (Q2, P7): one row per (queue,
+-- state, UTC day) holding minus how many left. An INSERT only: it never waits.
+INSERT INTO ultimate_jobs_archive_count (queue, state, day, jobs)
+SELECT gone.queue, gone.state, (gone.finished_at AT TIME ZONE 'UTC')::date, -count(*)
+  FROM gone
+ GROUP BY 1, 2, 3
+RETURNING ultimate_jobs_archive_count.id
 
 -- name: archive_clock :one
 -- The pass's clock reading (the database's now(), or the testing clock) and the first
@@ -51,7 +62,9 @@ SELECT ultimate_jobs_archive_ensure(%(first)s::date, %(last)s::date) AS made;
 --    of the statement reads the snapshot from before the delete, whose cascade then
 --    removes the hot copies), and the concurrency lease rows that still name it go;
 --  * a finish time with no partition makes the INSERT fail: the statement rolls back
---    and every row stays hot (nothing is lost, the caller creates the day).
+--    and every row stays hot (nothing is lost, the caller creates the day);
+--  * the archive's per-(queue, state, day) counts grow by what moved (Q2, P7), and
+--    the count rows of those days are folded into one (SKIP LOCKED: never waits).
 WITH picked AS (
     SELECT job.id
       FROM ultimate_jobs_job AS job
@@ -104,6 +117,40 @@ slots AS (
     DELETE FROM ultimate_jobs_lease AS lease
      WHERE lease.job_id IN (SELECT gone.id FROM gone)
     RETURNING lease.id
+),
+folded AS (
+    -- Q2, P7: the count rows of the days this move touches, folded into the one
+    -- written below; a row another statement holds is left for a later move.
+    DELETE FROM ultimate_jobs_archive_count AS counted
+     WHERE counted.id IN (
+               SELECT held.id
+                 FROM ultimate_jobs_archive_count AS held
+                WHERE (held.state, held.queue, held.day) IN (
+                          SELECT gone.state, gone.queue,
+                                 (gone.finished_at AT TIME ZONE 'UTC')::date
+                            FROM gone
+                      )
+                  FOR UPDATE SKIP LOCKED
+           )
+    RETURNING counted.queue, counted.state, counted.day, counted.jobs
+),
+counted AS (
+    -- The archive's counts grow by what moved, per (queue, state, UTC day).
+    INSERT INTO ultimate_jobs_archive_count (queue, state, day, jobs)
+    SELECT change.queue, change.state, change.day, sum(change.jobs)
+      FROM (
+            SELECT gone.queue, gone.state,
+                   (gone.finished_at AT TIME ZONE 'UTC')::date AS day,
+                   count(*) AS jobs
+              FROM gone
+             GROUP BY 1, 2, 3
+             UNION ALL
+            SELECT folded.queue, folded.state, folded.day, folded.jobs
+              FROM folded
+           ) AS change
+     GROUP BY 1, 2, 3
+    HAVING sum(change.jobs) <> 0
+    RETURNING ultimate_jobs_archive_count.id
 )
 SELECT (SELECT count(*) FROM kept) AS moved;
 
@@ -112,7 +159,8 @@ SELECT (SELECT count(*) FROM kept) AS moved;
 -- run-log lines (a retry of a job in the archive, P2): one statement, so the job is in
 -- exactly one table whatever happens. The caller runs it in the transaction of the
 -- retry: a refused requeue rolls the restore back too. One probe of each day's
--- primary key (id, finished_at): the id alone does not say the day.
+-- primary key (id, finished_at): the id alone does not say the day. The archive's
+-- counts lose the job (archive_uncount).
 WITH gone AS (
     DELETE FROM ultimate_jobs_job_archive AS archive
      WHERE archive.id = %(id)s::uuid
@@ -150,6 +198,9 @@ logs AS (
                NULL::ultimate_jobs_run_log, gone.trail -> 'logs'
            ) AS log
     RETURNING 1
+),
+uncounted AS (
+    {{archive_uncount}}
 )
 SELECT (SELECT count(*) FROM gone) AS restored,
        (SELECT count(*) FROM steps) AS steps,
@@ -161,6 +212,12 @@ SELECT (SELECT count(*) FROM gone) AS restored,
 -- before the start of `day` (a UTC date), answering how many rows they held. A day
 -- goes whole: no row deletes, no WAL per row, nothing left to vacuum. The caller
 -- chooses `day` so that no rule keeps any row of a dropped day (retention/jobs.py).
+-- The counts of the dropped days go in the same statement (Q2, P7).
+WITH uncounted AS (
+    DELETE FROM ultimate_jobs_archive_count AS counted
+     WHERE counted.day < %(day)s::date
+    RETURNING counted.id
+)
 SELECT ultimate_jobs_archive_drop_before(%(day)s::date) AS dropped;
 
 -- name: archive_pinned_since :one
@@ -257,7 +314,10 @@ gone AS (
      USING doomed
      WHERE archive.id = doomed.id
        AND archive.finished_at = doomed.finished_at
-    RETURNING archive.id
+    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
+),
+uncounted AS (
+    {{archive_uncount}}
 )
 SELECT count(*) AS deleted
   FROM gone;
@@ -307,7 +367,10 @@ gone AS (
      USING doomed
      WHERE archive.id = doomed.id
        AND archive.finished_at = doomed.finished_at
-    RETURNING archive.id
+    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
+),
+uncounted AS (
+    {{archive_uncount}}
 )
 SELECT count(*) AS deleted
   FROM gone;
@@ -316,6 +379,14 @@ SELECT count(*) AS deleted
 -- Delete ONE job from the archive (an operator's remove, P2, of a job that moved): its
 -- steps, attempts and run logs go with it (they are its trail). Answers its id, or
 -- no row when the archive does not hold it.
-DELETE FROM ultimate_jobs_job_archive AS archive
- WHERE archive.id = %(id)s::uuid
-RETURNING archive.id;
+-- The archive's counts lose the job (archive_uncount).
+WITH gone AS (
+    DELETE FROM ultimate_jobs_job_archive AS archive
+     WHERE archive.id = %(id)s::uuid
+    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
+),
+uncounted AS (
+    {{archive_uncount}}
+)
+SELECT gone.id
+  FROM gone;

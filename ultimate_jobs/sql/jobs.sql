@@ -30,11 +30,13 @@ SELECT i.*,
            %(delay)s::double precision[],
            %(correlation_id)s::text[],
            %(enqueued_by)s::text[],
-           %(concurrency_key)s::text[]
+           %(concurrency_key)s::text[],
+           %(redact)s::jsonb[],
+           %(shown_key)s::text[]
        ) WITH ORDINALITY AS i(
            id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
            max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
-           ord
+           redact, shown_key, ord
        )
 
 -- fragment: clock
@@ -114,14 +116,15 @@ NOT EXISTS (
 INSERT INTO ultimate_jobs_job (
     id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
     attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
-    concurrency_key
+    concurrency_key, redact, shown_key
 )
 SELECT input.id, input.run_id, input.name, input.queue, input.priority,
        CASE WHEN input.due > coalesce(%(now)s::timestamptz, now())
             THEN 'delayed' ELSE 'ready' END,
        input.input, input.tenant_id, input.idempotency_key,
        0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
-       input.correlation_id, input.enqueued_by, input.concurrency_key
+       input.correlation_id, input.enqueued_by, input.concurrency_key,
+       input.redact, input.shown_key
   FROM input
  ORDER BY input.ord
     ON CONFLICT DO NOTHING
@@ -752,6 +755,24 @@ kept AS (
 )
 SELECT released.id FROM released;
 
+-- name: job_hand_back :many
+-- Hand a claimed job back untouched (P11): its stored input is of a newer version
+-- than this worker's code declares (a worker of the previous deploy met a row of the
+-- next one). Lease released, the attempt not counted, no error kept, due again after
+-- `delay` seconds as 'delayed', so this worker does not claim it again at once while
+-- a worker of the newer code can. Fenced (W3).
+UPDATE ultimate_jobs_job AS job
+   SET state = 'delayed',
+       run_at = coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => %(delay)s::double precision),
+       lease_owner = NULL,
+       lease_expires_at = NULL,
+       attempt = job.attempt - 1
+ WHERE job.id = %(id)s::uuid
+   AND job.state = 'running'
+   AND job.lease_owner = %(lease_owner)s::uuid
+RETURNING job.id;
+
 -- name: job_requeue :many
 -- Requeue ONE finished job (done, failed, dead, cancelled) as a fresh run: attempt 0,
 -- due now, error cleared, a new run_id, its queue woken (N1). Refused (no row) when the
@@ -862,11 +883,12 @@ SELECT removed.id FROM removed;
 
 -- fragment: bulk_match
 -- The filters of a bulk operator verb (P2) on the row `job`: its state, and the queue,
--- name and tenant when given.
+-- name, tenant and failure fingerprint (P10, served by the fingerprint index) when given.
 job.state = %(state)s::text
 AND (%(queue)s::text IS NULL OR job.queue = %(queue)s::text)
 AND (%(name)s::text IS NULL OR job.name = %(name)s::text)
 AND (%(tenant_id)s::text IS NULL OR job.tenant_id = %(tenant_id)s::text)
+AND (%(fingerprint)s::text IS NULL OR job.fingerprint = %(fingerprint)s::text)
 
 -- name: job_bulk_candidates :many
 -- The ids one bulk operator verb may move, oldest first, at most `limit` (P2: 1,000 per

@@ -21,11 +21,12 @@ staged AS (
     INSERT INTO ultimate_jobs_outbox (
         id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
         max_attempts, run_at, correlation_id, enqueued_by, concurrency_key,
-        staged_at, staged_tx, claims
+        redact, shown_key, staged_at, staged_tx, claims
     )
     SELECT input.id, input.run_id, input.name, input.queue, input.priority,
            input.input, input.tenant_id, input.idempotency_key, input.max_attempts,
            input.due, input.correlation_id, input.enqueued_by, input.concurrency_key,
+           input.redact, input.shown_key,
            coalesce(%(now)s::timestamptz, now()),
            pg_current_xact_id()::text::bigint,
            0
@@ -107,6 +108,8 @@ claimed AS (
               outbox.correlation_id,
               outbox.enqueued_by,
               outbox.concurrency_key,
+              outbox.redact::text AS redact,
+              outbox.shown_key,
               outbox.staged_at,
               outbox.claimed_by,
               outbox.claims
@@ -124,6 +127,8 @@ SELECT claimed.id,
        claimed.correlation_id,
        claimed.enqueued_by,
        claimed.concurrency_key,
+       claimed.redact,
+       claimed.shown_key,
        claimed.staged_at,
        claimed.claimed_by,
        claimed.claims

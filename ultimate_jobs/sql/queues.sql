@@ -18,11 +18,13 @@ RETURNING pause.queue, pg_notify('ultimate_jobs_wake', pause.queue) IS NULL AS a
 -- name: queue_stats :many
 -- Jobs per (queue, state), the oldest ready job's age in seconds, and whether the
 -- queue is paused, in one grouped read (a paused queue with no jobs appears with a
--- NULL state). For operators and dashboards, not the hot path.
+-- NULL state). The finished jobs the archive holds are added from
+-- ultimate_jobs_archive_count (Q2: a move changes no count). For operators and
+-- dashboards, not the hot path.
 SELECT counted.queue,
        counted.state,
-       counted.jobs,
-       counted.oldest_ready_seconds,
+       sum(counted.jobs)::bigint AS jobs,
+       max(counted.oldest_ready_seconds) AS oldest_ready_seconds,
        EXISTS (
            SELECT 1 FROM ultimate_jobs_queue_pause AS pause WHERE pause.queue = counted.queue
        ) AS paused
@@ -35,7 +37,12 @@ SELECT counted.queue,
           FROM ultimate_jobs_job AS job
          GROUP BY job.queue, job.state
          UNION ALL
+        SELECT archived.queue, archived.state, sum(archived.jobs), NULL
+          FROM ultimate_jobs_archive_count AS archived
+         GROUP BY archived.queue, archived.state
+         UNION ALL
         SELECT pause.queue, NULL, 0, NULL
           FROM ultimate_jobs_queue_pause AS pause
        ) AS counted
+ GROUP BY counted.queue, counted.state
  ORDER BY counted.queue, counted.state;

@@ -156,6 +156,8 @@ class StagedJob(TypedDict):
     correlation_id: str
     enqueued_by: str
     concurrency_key: str | None
+    redact: str | None  # JSON text of the declared paths (B5)
+    shown_key: str | None
     staged_at: datetime
     claimed_by: str
     claims: int
