@@ -45,7 +45,7 @@ def main() -> None:
     print(f"==> ultimate_jobs from {installed.parent}")
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        for extra in ("django_prometheus", "opentelemetry.trace", "pgserver"):
+        for extra in ("mcp", "django_prometheus", "opentelemetry.trace", "pgserver"):
             __import__(extra)  # the extras installed with the wheel import
     url = urlsplit(os.environ["DATABASE_URL"])
     name = f"{url.path.lstrip('/') or 'postgres'}_quickstart"
