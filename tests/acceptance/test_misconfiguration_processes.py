@@ -72,12 +72,12 @@ def test_the_database_check_warns_until_migrate_has_run(worker_env, bare_databas
     env = worker_env(bare_database)
     before = manage(env, "check", "--database", "default")
     assert before.returncode == 0, before.stderr
-    assert "ultimate_jobs.W002" in before.stderr
+    assert "ultimate_jobs.W004" in before.stderr
     assert "run manage.py migrate" in before.stderr
     migrated = manage(env, "migrate", "--no-input")
     assert migrated.returncode == 0, migrated.stderr
     after = manage(env, "check", "--database", "default")
-    assert "W002" not in after.stderr + after.stdout
+    assert "W004" not in after.stderr + after.stdout
 
 
 @pytest.mark.parametrize(

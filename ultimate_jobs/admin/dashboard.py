@@ -27,7 +27,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
 from ultimate_jobs import api
-from ultimate_jobs.admin import breadcrumbs, charts
+from ultimate_jobs.admin import charts
+from ultimate_jobs.admin.guard import guard_urls
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT, triage
@@ -108,23 +109,25 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="{}_{}_changelist".format(*info),
-            ),
-            path(
-                "queue/",
-                self.admin_site.admin_view(self.queue_view),
-                name="{}_{}_queue".format(*info),
-            ),
-            path(
-                "triage/",
-                self.admin_site.admin_view(self.triage_view),
-                name="{}_{}_triage".format(*info),
-            ),
-        ]
+        return guard_urls(
+            [
+                path(
+                    "",
+                    self.admin_site.admin_view(self.changelist_view),
+                    name="{}_{}_changelist".format(*info),
+                ),
+                path(
+                    "queue/",
+                    self.admin_site.admin_view(self.queue_view),
+                    name="{}_{}_queue".format(*info),
+                ),
+                path(
+                    "triage/",
+                    self.admin_site.admin_view(self.triage_view),
+                    name="{}_{}_triage".format(*info),
+                ),
+            ]
+        )
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -138,7 +141,6 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             **self.admin_site.each_context(request),
             "title": "Dashboard: queues, throughput and failures",
             "opts": self.opts,
-            "breadcrumbs_ordered": breadcrumbs.ordered(),
             "queues": rows(queues, numbers["hours"]),
             "chart": charts.hourly_bars(
                 total, numbers["hours"], width=576, height=96, label="all queues"

@@ -32,7 +32,8 @@ from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.declaration import payload
 from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.declaration.registry import Declared, Registry, registry
-from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
+from ultimate_jobs.ground import validate
+from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import LIVE_STATES, Job, Schedule, TaskWatermark
 from ultimate_jobs.scheduling.tasks import TaskRegistry, task_registry
 
@@ -48,10 +49,12 @@ def deploy_check(
 ) -> dict[str, Any]:
     """``{"ok", "aliases", "sample", "problems"}``: ``ok`` is False when any problem
     was found; each problem has a ``code``, where it is and a ``message``."""
-    if isinstance(sample, bool) or not isinstance(sample, int):
-        raise InvalidArgument("sample", sample, "a whole number of rows")
-    if not 1 <= sample <= MAX_SAMPLE:
-        raise InvalidArgument("sample", sample, f"from 1 to {MAX_SAMPLE} rows")
+    validate.whole(
+        sample,
+        field="sample",
+        most=MAX_SAMPLE,
+        reason=f"a whole number of rows, from 1 to {MAX_SAMPLE}",
+    )
     aliases = reading_aliases()
     problems: list[dict[str, Any]] = []
     for alias in aliases:

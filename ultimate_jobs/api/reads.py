@@ -21,6 +21,7 @@ from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
 from ultimate_jobs.models import (
@@ -84,8 +85,9 @@ def resolve_id(value: object) -> uuid.UUID:
 
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row on whichever alias holds it (Q1), from the hot table, else from
-    the archive (Q2): api/locator.py, ``load``."""
-    return locator.load(job_id)
+    the archive (Q2): api/locator.py, ``load``. A value that is not a job id is
+    refused with InvalidArgument (issue 31: a text id gave Django's ValidationError)."""
+    return locator.load(parse_job_id(job_id))
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -252,12 +254,13 @@ def list_jobs(
     (exclusive) bound the creation time. A page holds at most MAX_PAGE jobs; a larger
     one, a cursor that is not a job id, or both cursors at once are JobPageInvalid.
     """
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, int)
-        or not 1 <= limit <= MAX_PAGE
-    ):
-        raise JobPageInvalid("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    validate.whole(
+        limit,
+        field="limit",
+        most=MAX_PAGE,
+        error=JobPageInvalid,
+        reason=f"a page holds 1 to {MAX_PAGE} jobs",
+    )
     if after is not None and before is not None:
         raise JobPageInvalid(
             "before", before, "give one cursor: after (older jobs) or before (newer)"

@@ -172,10 +172,7 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
                 QUERIES["job_requeue"], id=pk, run_id=run_id, now=None
             )
     except QueryError as exc:
-        if (
-            isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
-            or "unique" in str(exc.__cause__).lower()
-        ):
+        if _unique_violation(exc):
             job = load(pk, alias=alias)
             raise JobDuplicate(
                 job.name, shown_row(job).key(job.idempotency_key), None
@@ -189,6 +186,17 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
     raise JobDuplicate(
         job.name, shown_row(job).key(job.idempotency_key), _live_holder(job, alias)
     )
+
+
+def _unique_violation(error: BaseException) -> bool:
+    """Whether the driver error behind ``error`` is a unique violation (23505): told
+    by its type, through Django's wrapper, never by its message."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.UniqueViolation):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _live_holder(job: Job, alias: str) -> uuid.UUID | None:
@@ -307,6 +315,11 @@ def cancel_by_key(
         )
     if tenant is not ANY_TENANT and tenant is not None and not isinstance(tenant, str):
         raise InvalidArgument("tenant", tenant, "a tenant id, or None for no tenant")
+    # B4: a NUL or a lone surrogate is refused here, not by PostgreSQL (issue 31).
+    check_text(job_name, field="name", max_length=200)
+    check_text(key, field="key", max_length=MAX_KEY_LENGTH)
+    if isinstance(tenant, str):
+        check_text(tenant, field="tenant", max_length=200)
     holders: list[tuple[uuid.UUID, str | None]] = []
     for alias in reading_aliases():  # Q1: the job's queue may live on any alias
         live = (
@@ -451,6 +464,11 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
+    if queue is not None:
+        validate_queue(queue, field="queue")
+    for field, value in (("name", name), ("tenant_id", tenant_id)):
+        if value is not None:  # B4: checked before any statement (issue 31)
+            check_text(value, field=field, max_length=200)
     if fingerprint is not None:
         fingerprint = check_fingerprint(fingerprint)
     filters = {

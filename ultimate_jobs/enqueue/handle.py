@@ -7,12 +7,14 @@ on the queue. The handle is not callable: the queue is the only execution surfac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import (
     Concurrency,
+    Declaration,
     JobDefinition,
     NoTenant,
     declare,
@@ -149,56 +151,33 @@ def job(
 
         send_welcome.enqueue(user_id=42)
     """
+    declared = Declaration(
+        idempotency_key=idempotency_key,
+        tenant=tenant,
+        name=name,
+        queue=queue,
+        priority=priority,
+        description=description,
+        timeout=timeout,
+        step_timeout=step_timeout,
+        event_poll=event_poll,
+        concurrency=concurrency,
+        on_settled=on_settled,
+        retry=retry,
+        dead_letter=dead_letter,
+        retention=retention,
+        redact=redact,
+        store_result=store_result,
+        version=version,
+        upgrade=upgrade,
+    )
     if func is not None:  # bare @job: both required fields are missing
-        return _register(
-            func,
-            idempotency_key=None,
-            tenant=None,
-            name=None,
-            queue=queue,
-            priority=priority,
-            description=description,
-            timeout=timeout,
-            step_timeout=step_timeout,
-            event_poll=event_poll,
-            concurrency=concurrency,
-            on_settled=on_settled,
-            retry=retry,
-            dead_letter=dead_letter,
-            retention=retention,
-            redact=redact,
-            store_result=store_result,
-            version=version,
-            upgrade=upgrade,
-        )
-
-    def decorate(function: Callable[..., Any]) -> JobHandle:
-        return _register(
-            function,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            name=name,
-            queue=queue,
-            priority=priority,
-            description=description,
-            timeout=timeout,
-            step_timeout=step_timeout,
-            event_poll=event_poll,
-            concurrency=concurrency,
-            on_settled=on_settled,
-            retry=retry,
-            dead_letter=dead_letter,
-            retention=retention,
-            redact=redact,
-            store_result=store_result,
-            version=version,
-            upgrade=upgrade,
-        )
-
-    return decorate
+        return register(func, declared)
+    return functools.partial(register, declaration=declared)
 
 
-def _register(func: Callable[..., Any], **fields: Any) -> JobHandle:
-    handle = JobHandle(declare(func, **fields))
+def register(func: Callable[..., Any], declaration: Declaration) -> JobHandle:
+    """Check ``declaration`` of ``func``, register the job and answer its handle."""
+    handle = JobHandle(declare(func, declaration))
     registered = registry.register(handle)  # the first handle of a function seen twice
     return registered if isinstance(registered, JobHandle) else handle

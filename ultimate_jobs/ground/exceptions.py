@@ -3,6 +3,7 @@ Everything ultimate_jobs raises, and the outcomes a job body raises on purpose.
 
 JobsError                         base class: catch this to catch ours (has .code)
 ├── ConfigurationError            an ULTIMATE_JOBS setting or variable is invalid
+│   └── UnknownSetting            an ULTIMATE_JOBS key names no setting (closest one named)
 ├── InvalidArgument               a value handed to a public entry point is invalid
 │   ├── InvalidDuration           a duration is zero, negative or malformed
 │   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
@@ -119,6 +120,19 @@ class ConfigurationError(JobsError, ImproperlyConfigured):
         self.key = key
         self.value = value
         self.reason = reason
+
+
+class UnknownSetting(ConfigurationError):
+    """An ULTIMATE_JOBS key names no setting; ``closest`` is the key meant, or ''."""
+
+    def __init__(self, key: str, value: object, closest: str, known: list[str]) -> None:
+        meant = f"did you mean {closest!r}? " if closest else ""
+        super().__init__(
+            key,
+            value,
+            f"unknown ULTIMATE_JOBS key; {meant}(known: {', '.join(known)})",
+        )
+        self.closest = closest
 
 
 class InvalidArgument(JobsError):

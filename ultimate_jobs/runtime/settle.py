@@ -27,7 +27,7 @@ from ultimate_jobs.sql.rows import (
     Fence,
 )
 
-logger = logging.getLogger("ultimate_jobs.runtime.executor")
+logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 MAX_ERROR_CHARS = 4096
