@@ -40,7 +40,7 @@ def test_ctrl_c_says_the_drain_and_a_body_returning_on_its_token_is_warned_of(
     assert re.search(
         r"WARNING jobs\.process\.draining signal=SIGINT drain_up_to=40s ", draining
     )
-    assert "stop_now=press Ctrl-C again (or send a second SIGTERM)" in draining
+    assert 'stop_now="press Ctrl-C again (or send a second SIGTERM)"' in draining
     warned = [line for line in log.splitlines() if "returned-while-draining" in line]
     assert len(warned) == 1 and "WARNING" in warned[0]
     assert f"job_id={answer.id}" in warned[0]
