@@ -31,13 +31,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
+from django.apps import apps
 from django.conf import settings
 from django.db import DatabaseError, connections
 from psycopg import adapt
 from psycopg.rows import dict_row
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.ground.exceptions import QueryError, UnsupportedDatabase
+from ultimate_jobs.ground.exceptions import (
+    AppNotInstalled,
+    QueryError,
+    UnsupportedDatabase,
+)
 from ultimate_jobs.sql import Query, arrays
 
 Row = dict[str, Any]
@@ -148,6 +153,18 @@ def _dict_rows(
         rows, skipped = fetch_readable(query.name, cursor, exc)
         unreadable.extend(skipped)
         return cast(list[R], rows)
+
+
+def ensure_jobs_database(alias: str) -> None:
+    """Refuse, with a coded error that says what to do, a write the jobs tables cannot
+    take: the app missing from INSTALLED_APPS, or ``alias`` not PostgreSQL."""
+    if not apps.is_installed("ultimate_jobs"):
+        raise AppNotInstalled(
+            "'ultimate_jobs' is not in INSTALLED_APPS: add it, then run "
+            "manage.py migrate (its tables, its commands and the discovery of your "
+            "apps' jobs modules come with it)"
+        )
+    ensure_postgresql(alias)
 
 
 def ensure_postgresql(alias: str) -> None:

@@ -244,6 +244,13 @@ def admin_pages() -> list[str]:
 def test_the_demo_serves_every_page_restarts_its_worker_and_stops_clean(demo):
     demo.wait_log("==> ready in", SETUP_TIMEOUT)
     assert "==> installing" not in demo.log(), "the demo reinstalled the venv"
+    # Issue 30: the login and the URL come last, after the worker's start-up lines and
+    # those of the seeded jobs it claimed first, so they do not scroll away.
+    log = demo.log()
+    login = f"  Log in at http://127.0.0.1:{demo.port}/admin/   user: admin   password: admin\n"
+    assert login in log
+    assert log.index("jobs.worker.started") < log.index(login)
+    assert log.index(login) < log.index("==> ready in")
     server = demo.postmaster_pid()
     assert server is not None and running(server)
     [worker] = demo.worker_pids()
