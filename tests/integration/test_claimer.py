@@ -37,6 +37,10 @@ class NotingDirect(Noting, DirectDatabase):
         self.note(query)
         return DirectDatabase.run(self, query, **params)
 
+    def hot(self, query: Query[Any], /, **params: Any) -> list[Any]:
+        self.note(query)  # the worker claims through the hot door (db.py)
+        return DirectDatabase.hot(self, query, **params)
+
 
 class NotingDjango(Noting, DjangoDatabase):
     def __init__(self, alias: str) -> None:

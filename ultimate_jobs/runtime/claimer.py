@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from ultimate_jobs.db import DirectDatabase, DjangoDatabase
+from ultimate_jobs.db import DirectDatabase, DjangoDatabase, hot_door
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import Budget, claim_parameters, fleet_caps
 from ultimate_jobs.observability import metrics
@@ -68,7 +68,7 @@ class Claimer:
         any_name: bool = False,
         tally: dict[str, int] | None = None,
     ) -> None:
-        self.db = db
+        self.db = db  # the stage and the claims go through its hot door (db.py)
         self.jobs = jobs
         self.queues = list(queues)
         self.worker_id = worker_id
@@ -156,7 +156,7 @@ class Claimer:
     def _stage(self) -> tuple[int, bool]:
         """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
         lapsed final attempts buried and announced (W5)."""
-        rows = self.db.run(
+        rows: list[Staged] = hot_door(self.db)(
             JOB_STAGE,
             queues=self._packed_queues,
             limit=STAGE_BATCH,
@@ -191,7 +191,7 @@ class Claimer:
     ) -> list[ClaimedJob]:
         """One claim statement's rows; those Python cannot read are settled at once,
         never retried (B4), before the next statement on ``db`` forgets them."""
-        rows = self.db.run(query, **params)
+        rows: list[ClaimedJob] = hot_door(self.db)(query, **params)
         self._bury_unreadable()
         return rows
 
