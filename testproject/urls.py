@@ -19,4 +19,6 @@ urlpatterns = [
     exporter,
     path("health/ready", readiness_view(max_depth=1000, max_lag="5m")),
     path("demo/webhook", receive_webhook),
+    # P9: the MCP tools over HTTP for remote agents (docs/agents.md).
+    path("jobs/", include("ultimate_jobs.urls")),
 ]

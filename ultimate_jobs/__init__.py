@@ -24,6 +24,7 @@ from ultimate_jobs.declaration.retry import Retry, register_error_retry, retry_s
 from ultimate_jobs.declaration.run import CancelToken, Run
 from ultimate_jobs.declaration.states import CatchUp, JobState, StepKind, StepStatus
 from ultimate_jobs.durable.events import Published, publish_event
+from ultimate_jobs.durable.workflows import Outcome
 from ultimate_jobs.enqueue.handle import JobHandle, job
 from ultimate_jobs.enqueue.options import Enqueued
 from ultimate_jobs.exports import export_part_key, export_rows
@@ -43,9 +44,12 @@ from ultimate_jobs.ground.exceptions import (
     ExportPartTooLarge,
     ExportUnknownColumn,
     ExportWriteConflict,
+    FanInTimeout,
     IdempotencyRequired,
     InputTooDeep,
     InputTooLarge,
+    InputUpgradeFailed,
+    InputVersionAhead,
     InstantOutOfRange,
     InvalidArgument,
     InvalidCron,
@@ -84,6 +88,7 @@ from ultimate_jobs.ground.exceptions import (
     Terminal,
     UnknownBackfill,
     UnknownJob,
+    UnknownSetting,
     UnknownTask,
     UnsupportedDatabase,
     WebhookAddressRefused,
@@ -148,9 +153,12 @@ __all__ = [
     "ExportPartTooLarge",
     "ExportUnknownColumn",
     "ExportWriteConflict",
+    "FanInTimeout",
     "IdempotencyRequired",
     "InputTooDeep",
     "InputTooLarge",
+    "InputUpgradeFailed",
+    "InputVersionAhead",
     "InstantOutOfRange",
     "InvalidArgument",
     "InvalidCron",
@@ -180,6 +188,7 @@ __all__ = [
     "LeaseLost",
     "MemoryWebhookLedger",
     "OutboxNoTx",
+    "Outcome",
     "Published",
     "PurgeTarget",
     "PurgeTargetDuplicate",
@@ -204,6 +213,7 @@ __all__ = [
     "Terminal",
     "UnknownBackfill",
     "UnknownJob",
+    "UnknownSetting",
     "UnknownTask",
     "UnsupportedDatabase",
     "VerifiedWebhook",

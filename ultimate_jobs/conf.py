@@ -1,12 +1,17 @@
 """Settings, in order: defaults, settings.ULTIMATE_JOBS, then ULTIMATE_JOBS_<KEY> variables.
 
-No other module reads django.conf.settings or os.environ for these keys. Every variable
-is read by django-environ through one schema, ``ENV_SCHEMA`` (a cast per key: durations
-through the declarations' own duration parser, so ``ULTIMATE_JOBS_LEASE=2s`` means
-what ``@job(timeout="2s")`` means), from the environment ``load_settings`` is given.
-Durations accept what declarations accept (seconds, timedelta, "250ms", "5m"); every
-value is checked here and a bad one is a ConfigurationError naming the key and the
-value, which checks.py reports as ultimate_jobs.E002 at `manage.py check`.
+Each key is declared once, as a field of ``JobsSettings`` whose metadata (``Setting``)
+carries its kind, its bounds and its one-line doc. Everything else derives from it: the
+cleaning of a value (one check per kind, ``ground/validate.py``), the
+django-environ schema ``ENV_SCHEMA`` (a cast per kind: durations through the
+declarations' own parser, so ``ULTIMATE_JOBS_LEASE=2s`` means what ``@job(timeout="2s")``
+means), the list of durations and the table of docs/settings.md
+(``scripts/settings_doc.py`` writes it; a test fails when they differ).
+
+No other module reads django.conf.settings or os.environ for these keys. A bad value
+is a ConfigurationError naming the key and the value (``UnknownSetting`` for a key that
+is none, with the closest real one), which checks.py reports as ultimate_jobs.E001 /
+E002 at `manage.py check`.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import functools
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import environ
 from django.conf import settings
@@ -28,17 +34,23 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from ultimate_jobs.declaration.retention import check_retention
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import (
     DEFAULT_MAX_INPUT_BYTES,
     DEFAULT_MAX_INPUT_DEPTH,
+    text_problem,
 )
 from ultimate_jobs.ground.durations import parse_duration
 from ultimate_jobs.ground.exceptions import (
     ConfigurationError,
     InvalidArgument,
     JobsError,
+    UnknownSetting,
 )
 
 ENV_PREFIX = "ULTIMATE_JOBS_"
@@ -46,65 +58,356 @@ ENV_PREFIX = "ULTIMATE_JOBS_"
 RENAMED = {"HISTORY_AFTER": "ARCHIVE_AFTER"}  # issue 25: "history" is P6 only
 OUTBOX_MODES = ("auto", "required", "off")
 LOG_FORMATS = ("text", "json")
+Kind = Literal[
+    "text",
+    "choice",
+    "count",
+    "duration",
+    "flag",
+    "queues",
+    "patterns",
+    "networks",
+    "regexes",
+    "retention",
+]
+HOUR, DAY = 3600.0, 86400.0
+# Handler threads (and pooled connections) per worker process: past this a typo such
+# as 100000 ends in "can't start new thread"; jobs_worker --concurrency agrees.
+MAX_THREADS = 256
+# PostgreSQL's jsonb holds at most 255 MB: an input or a result past it cannot be stored.
+MAX_JSONB_BYTES = 255 * 1024 * 1024
+# How deep an input may nest at most: encoding and decoding JSON recurse once per
+# level, and a job body's stack must keep room under Python's recursion limit (1000).
+MAX_DEPTH = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """What one key is: its kind, bounds and one-line doc (docs/settings.md's row).
+
+    ``least`` and ``most`` bound a count, a duration (seconds), the length of a text
+    or the number of items of a list; ``values`` is the docs' "unit / values" column
+    before the bounds; ``shown`` how the docs show the default when its value does not
+    say it (``HEARTBEAT``: a third of ``LEASE``)."""
+
+    kind: Kind
+    doc: str
+    least: float | None = None
+    most: float | None = None
+    values: str = ""
+    choices: tuple[str, ...] = ()
+    shown: str = ""
+    optional: bool = False  # None is a value (HEARTBEAT)
+
+    def __post_init__(self) -> None:
+        bounded = self.kind not in ("choice", "flag")
+        if bounded and (self.least is None or self.most is None):
+            raise TypeError(f"a {self.kind} setting declares least and most")
+
+
+def _key(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
+    """A settings field: its default and its ``Setting`` in the field's metadata."""
+    metadata = {"setting": Setting(**spec)}
+    if isinstance(default, dict | list):
+        return dataclasses.field(
+            default_factory=lambda: type(default)(default), metadata=metadata
+        )
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JobsSettings:
     """The effective configuration; durations are held in seconds."""
 
-    DATABASE: str = "default"  # the alias that holds the jobs tables
-    QUEUES: tuple[
-        str, ...
-    ] = ()  # served by a worker without --queues; () = every declared queue
+    DATABASE: str = _key(
+        "default",
+        kind="text",
+        least=1,
+        most=200,
+        values="alias",
+        doc="the `DATABASES` alias that holds the jobs tables (PostgreSQL)",
+    )
+    QUEUES: tuple[str, ...] = _key(
+        (),
+        kind="queues",
+        least=0,
+        most=1000,
+        shown="every declared queue",
+        values='list, or `"a,b"` in the environment; or a mapping `{"reports": '
+        '{"database": "jobs_b"}}` (JSON in the environment)',
+        doc="what a worker serves without `--queues`; the mapping form also routes a "
+        "queue to another `DATABASES` alias (Q1, [scaling.md]"
+        "(scaling.md#queues-on-several-databases)); an unknown alias or key is "
+        "`X_CONFIGURATION`",
+    )
     # Q1: the queues QUEUES routes to another alias than DATABASE (its mapping form,
     # {"reports": {"database": "jobs_b"}}); derived from QUEUES, not a key of its own.
     ROUTES: Mapping[str, str] = dataclasses.field(
         default_factory=dict, metadata={"derived": True}
     )
-    CONCURRENCY: int = 8  # handler threads per worker process
-    # Connections a worker process's handler threads share for what their jobs write
-    # (steps, retries, failures, slot releases); at most CONCURRENCY are opened.
-    POOL_SIZE: int = 4
-    POLL_INTERVAL: float = 0.25  # seconds between claims while there is work
-    IDLE_POLL_MAX: float = (
-        2.0  # ceiling (seconds) of the idle poll backoff without a proven wake
+    CONCURRENCY: int = _key(
+        8,
+        kind="count",
+        least=1,
+        most=MAX_THREADS,
+        values="threads",
+        doc="handler threads per worker process",
     )
-    WOKEN_IDLE_POLL_MAX: float = 5.0  # the ceiling once LISTEN/NOTIFY is proven to work
-    LEASE: float = 30.0  # visibility timeout (seconds): a claim lapses unless renewed
-    HEARTBEAT: float | None = None  # renewal period (seconds); None = a third of LEASE
-    DRAIN_TIMEOUT: float = 25.0  # seconds a SIGTERM waits for in-flight jobs
-    OUTBOX: str = "auto"  # "auto" | "required" | "off"
-    RELAY_INTERVAL: float = 0.2  # seconds between outbox relay passes while busy
-    SCHEDULER_TICK: float = 1.0  # seconds between scheduler rounds
-    SCHEDULER_LEASE: float = 30.0  # leader lease TTL (seconds), renewed every third
-    RETENTION: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    ENVIRONMENT: str = (
-        "production"  # where this deployment runs (backfill environments)
+    POOL_SIZE: int = _key(
+        4,
+        kind="count",
+        least=1,
+        most=MAX_THREADS,
+        values="connections",
+        doc="connections a worker process's handler threads share for what their jobs "
+        "write (steps, retries, failures, slot releases, deadlines); dialled at the "
+        "start, at most `CONCURRENCY` of them. A process holds this plus its fixed ones "
+        "([scaling.md](scaling.md#connections-per-worker-process))",
     )
-    APP_VERSION: str = ""  # the deployed app's version, stamped on each backfill pass
-    WAKE: bool = True  # LISTEN/NOTIFY wake-up; False for transaction-pooling proxies
-    # Prepare the named statements (once per connection). False behind a
-    # transaction-pooling proxy that cannot hold prepared statements.
-    PREPARED_STATEMENTS: bool = True
-    LOG_FORMAT: str = "text"  # the worker commands' default log lines: "text" | "json"
-    EVENT_RETENTION: float = 7 * 86400.0  # seconds a published event stays matchable
-    OUTBOX_RETENTION: float = 7 * 86400.0  # seconds a published outbox row is kept
-    PURGE_BATCH: int = 1000  # rows one purge statement deletes at most
+    POLL_INTERVAL: float = _key(
+        0.25,
+        kind="duration",
+        least=0.001,
+        most=HOUR,
+        doc="wait between claims while there is work; at most `IDLE_POLL_MAX`",
+    )
+    IDLE_POLL_MAX: float = _key(
+        2.0,
+        kind="duration",
+        least=0.001,
+        most=HOUR,
+        doc="ceiling of the idle backoff (the poll doubles while idle)",
+    )
+    WOKEN_IDLE_POLL_MAX: float = _key(
+        5.0,
+        kind="duration",
+        least=0.001,
+        most=HOUR,
+        doc="the ceiling once a LISTEN/NOTIFY wake is proven (the outbox relay's is six "
+        "times this)",
+    )
+    LEASE: float = _key(
+        30.0,
+        kind="duration",
+        least=1,
+        most=DAY,
+        doc="visibility timeout: a claim lapses unless renewed; also the outbox "
+        "relay's claim lease, and the time after which a killed worker's concurrency "
+        "slots free",
+    )
+    HEARTBEAT: float | None = _key(
+        None,
+        kind="duration",
+        least=0.001,
+        most=DAY,
+        optional=True,
+        shown="a third of `LEASE`",
+        doc="how often leases are renewed; shorter than `LEASE`",
+    )
+    DRAIN_TIMEOUT: float = _key(
+        25.0,
+        kind="duration",
+        least=0.001,
+        most=DAY,
+        doc="how long SIGTERM waits for in-flight jobs",
+    )
+    OUTBOX: str = _key(
+        "auto",
+        kind="choice",
+        choices=OUTBOX_MODES,
+        doc="inside a transaction: stage in the outbox (`auto`, `required`) or publish "
+        "at once (`off`); outside one: publish (`auto`, `off`) or raise `OutboxNoTx` "
+        "(`required`). See [outbox.md](outbox.md)",
+    )
+    RELAY_INTERVAL: float = _key(
+        0.2,
+        kind="duration",
+        least=0.001,
+        most=HOUR,
+        doc="the outbox relay's poll after an empty pass, doubling while idle up to "
+        "`IDLE_POLL_MAX`",
+    )
+    SCHEDULER_TICK: float = _key(
+        1.0,
+        kind="duration",
+        least=0.001,
+        most=HOUR,
+        doc="longest wait between scheduler rounds (a round also runs when an "
+        "occurrence falls due; [scheduling.md](scheduling.md))",
+    )
+    SCHEDULER_LEASE: float = _key(
+        30.0,
+        kind="duration",
+        least=1,
+        most=DAY,
+        doc="scheduler leader lease TTL, renewed every third; a killed leader is "
+        "replaced within it",
+    )
+    RETENTION: Mapping[str, Any] = _key(
+        {},
+        kind="retention",
+        least=0,
+        most=8,
+        values="mapping, JSON in the environment",
+        doc='overrides the default retention of finished jobs per state, e.g. `{"done": '
+        '{"days": 3}}` ([retention.md](retention.md))',
+    )
+    ENVIRONMENT: str = _key(
+        "production",
+        kind="text",
+        least=1,
+        most=200,
+        doc="where this deployment runs: a backfill declaring `environments` runs only "
+        "where this is one of them ([backfills.md]"
+        "(backfills.md#gates-requires-and-environments))",
+    )
+    APP_VERSION: str = _key(
+        "",
+        kind="text",
+        least=0,
+        most=200,
+        doc="the deployed app's version (a release tag, a commit), stamped on each "
+        "backfill pass in the ledger ([backfills.md](backfills.md#the-ledger))",
+    )
+    WAKE: bool = _key(
+        True,  # noqa: FBT003 - a default, not a flag argument
+        kind="flag",
+        doc="LISTEN/NOTIFY wake-up; `False` behind a transaction-pooling proxy",
+    )
+    PREPARED_STATEMENTS: bool = _key(
+        True,  # noqa: FBT003 - a default, not a flag argument
+        kind="flag",
+        doc="prepare the named statements once per connection; `False` behind a "
+        "transaction-pooling proxy that cannot hold prepared statements (PgBouncer "
+        "before 1.21)",
+    )
+    LOG_FORMAT: str = _key(
+        "text",
+        kind="choice",
+        choices=LOG_FORMATS,
+        doc="how the worker commands print events when the project configured no "
+        "logging ([observability.md](observability.md))",
+    )
+    EVENT_RETENTION: float = _key(
+        7 * DAY,
+        kind="duration",
+        least=0.001,
+        most=3650 * DAY,
+        doc="how long a published event stays matchable by `wait_for_event` "
+        "([steps.md](steps.md))",
+    )
+    OUTBOX_RETENTION: float = _key(
+        7 * DAY,
+        kind="duration",
+        least=0.001,
+        most=3650 * DAY,
+        doc="how long the purge keeps a published outbox row ([retention.md]"
+        "(retention.md))",
+    )
+    PURGE_BATCH: int = _key(
+        1000,
+        kind="count",
+        least=1,
+        most=100_000,
+        values="rows",
+        doc="the most rows one purge statement deletes",
+    )
     # Q2: how long a finished job stays in the hot table before the scheduler leader
     # moves it to the partitioned archive.
-    ARCHIVE_AFTER: float = 60.0
-    PURGE_MAX_BATCHES: int = 100  # statements per purge target per pass, at most
-    MAX_INPUT_BYTES: int = DEFAULT_MAX_INPUT_BYTES  # an input's JSON, in bytes (B4)
-    MAX_INPUT_DEPTH: int = DEFAULT_MAX_INPUT_DEPTH  # how deep an input may nest (B4)
-    # Key patterns whose values every surface shows as "[redacted]" (B5): a key
-    # matches when it contains a pattern, ignoring case.
-    REDACT: tuple[str, ...] = DEFAULT_PATTERNS
-    # Networks (CIDR) webhook deliveries may reach although they are not public (B6).
-    WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = ()
-    # Log records a body writes through run.logger kept per attempt (0: none kept).
-    RUN_LOG_MAX_ENTRIES: int = 200
-    # The JSON a store_result=True body may return, in bytes (P8); larger fails the job.
-    MAX_RESULT_BYTES: int = 64 * 1024
+    ARCHIVE_AFTER: float = _key(
+        60.0,
+        kind="duration",
+        least=0.001,
+        most=3650 * DAY,
+        doc="how long a finished job stays in the hot table before the scheduler "
+        "leader moves it to the partitioned archive (SPEC Q2, [scaling.md]"
+        "(scaling.md#partitioned-archive)); named `HISTORY_AFTER` before issue 25: the "
+        "old name, as a key or a variable, is refused naming this one",
+    )
+    PURGE_MAX_BATCHES: int = _key(
+        100,
+        kind="count",
+        least=1,
+        most=10_000,
+        values="statements",
+        doc="the most statements one purge pass runs per target; the rest waits for "
+        "the next pass ([retention.md](retention.md#the-purge-is-bounded))",
+    )
+    MAX_INPUT_BYTES: int = _key(
+        DEFAULT_MAX_INPUT_BYTES,
+        kind="count",
+        least=1,
+        most=MAX_JSONB_BYTES,
+        values="bytes",
+        shown="`1048576` (1 MiB)",
+        doc="the longest JSON an input may encode to; longer is `X_INPUT_TOO_LARGE` at "
+        "enqueue ([security.md]"
+        "(security.md#b1-b4-bad-input-is-refused-at-the-call-before-any-sql)); at "
+        "most what PostgreSQL's jsonb holds",
+    )
+    MAX_INPUT_DEPTH: int = _key(
+        DEFAULT_MAX_INPUT_DEPTH,
+        kind="count",
+        least=1,
+        most=MAX_DEPTH,
+        values="levels",
+        doc="how deep an input may nest (the input object is level 1); deeper is "
+        "`X_INPUT_TOO_DEEP` at enqueue, and a stored one dead-letters its job. Bounded "
+        "so that no accepted input reaches Python's recursion limit",
+    )
+    REDACT: tuple[str, ...] = _key(
+        DEFAULT_PATTERNS,
+        kind="patterns",
+        least=0,
+        most=200,
+        shown=f"`{', '.join(DEFAULT_PATTERNS)}`",
+        values='list, or `"a,b"` in the environment',
+        doc='key patterns whose values every operator surface shows as `"[redacted]"`: '
+        "a key matches when it contains a pattern, ignoring case; added to each job's "
+        "own `redact=` paths ([security.md]"
+        "(security.md#b5-secrets-never-reach-an-operator-surface)). Setting it "
+        "replaces the defaults",
+    )
+    WEBHOOK_ALLOWED_NETWORKS: tuple[str, ...] = _key(
+        (),
+        kind="networks",
+        least=0,
+        most=200,
+        shown="none",
+        values='list of CIDR networks, or `"a,b"` in the environment',
+        doc="networks webhook deliveries may reach although they are not public, e.g. "
+        '`["127.0.0.1/32"]` for a local receiver ([security.md]'
+        "(security.md#b6-webhooks-reach-public-addresses-only))",
+    )
+    WEBHOOK_SECRET_PATTERNS: tuple[str, ...] = _key(
+        DEFAULT_SECRET_PATTERNS,
+        kind="regexes",
+        least=0,
+        most=200,
+        shown="Slack, Discord, Teams, Zapier, Mattermost, Telegram, long tokens",
+        values="list of regular expressions; in the environment a JSON list",
+        doc="secrets in webhook URL paths, masked (`***`) in the ledger, `last_error` "
+        "and logs: group 1 of each match, else the match ([security.md]"
+        "(security.md#b6-webhooks-reach-public-addresses-only); issue 31)",
+    )
+    RUN_LOG_MAX_ENTRIES: int = _key(
+        200,
+        kind="count",
+        least=0,
+        most=10_000,
+        values="lines",
+        doc="the newest lines an attempt keeps of what its body wrote through "
+        "`run.logger`; 0 keeps none ([jobs.md](jobs.md#per-run-logs))",
+    )
+    MAX_RESULT_BYTES: int = _key(
+        64 * 1024,
+        kind="count",
+        least=1,
+        most=MAX_JSONB_BYTES,
+        values="bytes",
+        doc="the JSON a `@job(store_result=True)` body may return; a larger result "
+        "fails the job with `X_RESULT_TOO_LARGE` ([jobs.md](jobs.md#optional-fields))",
+    )
 
     def database_for(self, queue: str) -> str:
         """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
@@ -129,55 +432,28 @@ class JobsSettings:
         return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
 
 
-_DURATIONS = (
-    "POLL_INTERVAL",
-    "IDLE_POLL_MAX",
-    "WOKEN_IDLE_POLL_MAX",
-    "LEASE",
-    "HEARTBEAT",
-    "DRAIN_TIMEOUT",
-    "RELAY_INTERVAL",
-    "SCHEDULER_TICK",
-    "EVENT_RETENTION",
-    "OUTBOX_RETENTION",
-    "SCHEDULER_LEASE",
-    "ARCHIVE_AFTER",
-)
-
-
-def _duration(key: str, value: object) -> float:
-    try:
-        return parse_duration(value, field=key)
-    except JobsError as exc:
-        raise ConfigurationError(
-            key, value, "expected a positive duration: 2, '250ms', '5m'"
-        ) from exc
-
-
-def _whole(key: str, value: object, *, least: int) -> int:
-    """A whole number of at least ``least`` (an int, or its digits in a string)."""
-    expected = f"expected a whole number of at least {least}"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigurationError(key, value, expected)
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigurationError(key, value, expected) from None
-    if number < least:
-        raise ConfigurationError(key, value, expected)
-    return number
+def specs() -> dict[str, Setting]:
+    """Every key a user sets, with its ``Setting``, in declaration order."""
+    return {
+        field.name: field.metadata["setting"]
+        for field in dataclasses.fields(JobsSettings)
+        if "setting" in field.metadata
+    }
 
 
 def setting_names() -> list[str]:
     """The keys a user sets (ULTIMATE_JOBS, ULTIMATE_JOBS_<KEY>): every field but the
     derived ones."""
-    return [
-        field.name
-        for field in dataclasses.fields(JobsSettings)
-        if not field.metadata.get("derived")
-    ]
+    return list(specs())
 
 
+def defaults() -> dict[str, Any]:
+    """Every key's default value."""
+    return dataclasses.asdict(JobsSettings())
+
+
+SPECS = specs()
+_DURATIONS = tuple(name for name, spec in SPECS.items() if spec.kind == "duration")
 ROUTE_KEYS = ("database",)
 
 
@@ -237,23 +513,6 @@ def _queues(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _bool(key: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in {
-        "1",
-        "true",
-        "yes",
-        "on",
-        "0",
-        "false",
-        "no",
-        "off",
-    }:
-        return value.lower() in {"1", "true", "yes", "on"}
-    raise ConfigurationError(key, value, "expected true or false")
-
-
 def _retention(key: str, value: object) -> dict[str, Any]:
     """The project-wide retention rules, checked like a job's ``retention=`` (F6)."""
     if not isinstance(value, Mapping):
@@ -299,65 +558,116 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _clean(key: str, value: object) -> Any:  # noqa: C901 - one branch per kind of key
-    if key in _DURATIONS:
-        return None if (key == "HEARTBEAT" and value is None) else _duration(key, value)
-    if key in {
-        "CONCURRENCY",
-        "POOL_SIZE",
-        "PURGE_BATCH",
-        "PURGE_MAX_BATCHES",
-        "MAX_INPUT_BYTES",
-        "MAX_INPUT_DEPTH",
-        "MAX_RESULT_BYTES",
-    }:
-        return _whole(key, value, least=1)
-    if key == "REDACT":
-        return _patterns(key, value)
-    if key == "WEBHOOK_ALLOWED_NETWORKS":
-        return _networks(key, value)
-    if key == "RUN_LOG_MAX_ENTRIES":  # 0 keeps no run logs
-        return _whole(key, value, least=0)
-    if key == "QUEUES":
-        return _queues(key, value)
-    if key == "OUTBOX":
-        if value not in OUTBOX_MODES:
+def _regexes(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            re.compile(item)
+        except re.error as exc:
             raise ConfigurationError(
-                key, value, f"expected one of {', '.join(OUTBOX_MODES)}"
-            )
-        return value
-    if key in {"WAKE", "PREPARED_STATEMENTS"}:
-        return _bool(key, value)
-    if key == "LOG_FORMAT":
-        if value not in LOG_FORMATS:
+                key, value, f"{item!r} is not a regular expression ({exc})"
+            ) from None
+        out.append(item)
+    return tuple(out)
+
+
+def _bounds(spec: Setting) -> tuple[int, int]:
+    """A count's or a size's bounds (every such key declares both: Setting checks)."""
+    if spec.least is None or spec.most is None:  # pragma: no cover - refused below
+        raise TypeError(f"a {spec.kind} setting declares its bounds")
+    return int(spec.least), int(spec.most)
+
+
+def _text(key: str, value: object, spec: Setting) -> str:
+    least, most = _bounds(spec)
+    if not isinstance(value, str) or not least <= len(value) <= most:
+        size = "a non-empty string" if least else "a string"
+        raise ConfigurationError(
+            key, value, f"expected {size} of at most {most} characters"
+        )
+    if (problem := text_problem(value)) is not None:
+        raise ConfigurationError(key, value, problem)
+    return value
+
+
+def _choice(key: str, value: object, spec: Setting) -> str:
+    if not isinstance(value, str) or value not in spec.choices:
+        raise ConfigurationError(
+            key, value, f"expected one of {', '.join(spec.choices)}"
+        )
+    return value
+
+
+def _count(key: str, value: object, spec: Setting) -> int:
+    least, most = _bounds(spec)
+    return validate.whole(
+        value,
+        field=key,
+        least=least,
+        most=most,
+        error=ConfigurationError,
+        digits=True,
+    )
+
+
+def _sized(clean: Callable[[str, Any], Any]) -> Callable[[str, Any, Setting], Any]:
+    """A list or mapping kind's cleaner, refusing more than ``most`` entries."""
+
+    def sized(key: str, value: Any, spec: Setting) -> Any:
+        cleaned = clean(key, value)
+        _least, most = _bounds(spec)
+        if len(cleaned) > most:
             raise ConfigurationError(
-                key, value, f"expected one of {', '.join(LOG_FORMATS)}"
+                key, value, f"expected at most {most} entries (got {len(cleaned)})"
             )
-        return value
-    if key in {"DATABASE", "ENVIRONMENT"}:
-        if not isinstance(value, str) or not value:
-            raise ConfigurationError(key, value, "expected a non-empty string")
-        return value
-    if key == "APP_VERSION":
-        if not isinstance(value, str) or len(value) > 200:
-            raise ConfigurationError(
-                key, value, "expected a string of at most 200 characters"
-            )
-        return value
-    if key == "RETENTION":
-        return _retention(key, value)
-    raise ConfigurationError(
-        key, value, "unknown key"
-    )  # pragma: no cover - guarded by caller
+        return cleaned
+
+    return sized
+
+
+# How each kind of key is cleaned: (key, value, spec) -> the value held.
+_CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
+    "text": _text,
+    "choice": _choice,
+    "count": _count,
+    "duration": lambda key, value, spec: validate.duration(
+        value, field=key, least=spec.least, most=spec.most, error=ConfigurationError
+    ),
+    "flag": lambda key, value, spec: validate.flag(
+        value, field=key, error=ConfigurationError, words=True
+    ),
+    "queues": _sized(_queues),
+    "patterns": _sized(_patterns),
+    "networks": _sized(_networks),
+    "regexes": _sized(_regexes),
+    "retention": _sized(_retention),
+}
+
+
+def _clean(key: str, value: object) -> Any:
+    """``value`` checked and normalised per its key's kind, within its bounds."""
+    spec = SPECS[key]
+    if value is None and spec.optional:
+        return None
+    return _CLEANERS[spec.kind](key, value, spec)
+
+
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 def _env_duration(value: str) -> float:
     """A duration from a variable: a number of seconds, or "250ms", "5m", "3d"."""
-    try:
-        seconds: object = float(value)
-    except ValueError:
-        seconds = value
+    seconds: object = value
+    if _SECONDS.fullmatch(value.strip()):  # float() also reads "٣" and "1_0"
+        seconds = float(value)
     return parse_duration(seconds, field="environment")
+
+
+def _env_count(value: str) -> int:
+    """A whole number from a variable, in ASCII digits (int() would read "٣")."""
+    if not validate.DIGITS.fullmatch(value.strip()):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value.strip())
 
 
 def _env_queues(value: str) -> Any:
@@ -370,42 +680,33 @@ def _env_queues(value: str) -> Any:
 
 def _env_bool(value: str) -> bool:
     """Strict: a word that is not a boolean is an error, never False."""
-    words = {"1": True, "true": True, "yes": True, "on": True}
-    words |= {"0": False, "false": False, "no": False, "off": False}
-    if value.strip().lower() not in words:
+    word = value.strip().lower()
+    if word not in validate.TRUE_WORDS | validate.FALSE_WORDS:
         raise ValueError(f"{value!r} is not true or false")
-    return words[value.strip().lower()]
+    return word in validate.TRUE_WORDS
 
 
-# The cast of every ULTIMATE_JOBS_<KEY> variable (django-environ's scheme): one entry
-# per setting, checked by a test. The values then pass the same checks as settings.
+# The cast of a ULTIMATE_JOBS_<KEY> variable per kind (django-environ's scheme); the
+# value then passes the same checks as a setting.
+_ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
+    "text": str,
+    "choice": str,
+    "count": _env_count,
+    "duration": _env_duration,
+    "flag": _env_bool,
+    "queues": _env_queues,
+    "patterns": list,
+    "networks": list,
+    "regexes": json.loads,  # a JSON list: a pattern may hold a comma
+    "retention": json.loads,
+}
 ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
-    **dict.fromkeys(_DURATIONS, _env_duration),
-    **dict.fromkeys(
-        (
-            "CONCURRENCY",
-            "POOL_SIZE",
-            "PURGE_BATCH",
-            "PURGE_MAX_BATCHES",
-            "MAX_INPUT_BYTES",
-            "MAX_INPUT_DEPTH",
-            "MAX_RESULT_BYTES",
-            "RUN_LOG_MAX_ENTRIES",
-        ),
-        int,
-    ),
-    "QUEUES": _env_queues,
-    **dict.fromkeys(("REDACT", "WEBHOOK_ALLOWED_NETWORKS"), list),
-    **dict.fromkeys(("WAKE", "PREPARED_STATEMENTS"), _env_bool),
-    **dict.fromkeys(
-        ("DATABASE", "OUTBOX", "ENVIRONMENT", "APP_VERSION", "LOG_FORMAT"), str
-    ),
-    "RETENTION": json.loads,
+    name: _ENV_CASTS[spec.kind] for name, spec in SPECS.items()
 }
 _ENV_EXAMPLES = {
     json.loads: 'JSON, e.g. \'{"done": {"days": 1}}\'',
     _env_queues: 'names like "mail,reports" or JSON like \'{"reports": {"database": "b"}}\'',
-    int: "a whole number",
+    _env_count: "a whole number",
 }
 
 
@@ -429,6 +730,14 @@ def _from_environment(env: environ.Env, key: str, raw: str) -> Any:
         ) from None
 
 
+def closest_setting(name: str) -> str:
+    """The known key closest to a misspelt or renamed one ('' when none is close)."""
+    if name.upper() in RENAMED:
+        return RENAMED[name.upper()]
+    close = difflib.get_close_matches(name.upper(), setting_names(), n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
 def unknown_variables(
     environ_: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
@@ -442,8 +751,25 @@ def unknown_variables(
         key = name[len(ENV_PREFIX) :]
         if name.startswith(ENV_PREFIX) and key not in known:
             # Compared without the prefix, which every variable shares.
-            close = difflib.get_close_matches(key.upper(), known, n=1, cutoff=0.6)
-            found.append((name, ENV_PREFIX + close[0] if close else ""))
+            close = closest_setting(key)
+            found.append((name, ENV_PREFIX + close if close else ""))
+    return found
+
+
+def misnamed_settings(names: Iterable[str]) -> list[tuple[str, str]]:
+    """Django settings that look like ``ULTIMATE_JOBS`` but are not it (``ULTIMATE_JOB``,
+    ``ULTIMATEJOBS``, a variable's name ``ULTIMATE_JOBS_LEASE`` written as a setting),
+    each with what was meant ('' when nothing is close): they are otherwise silently
+    ignored."""
+    found = []
+    for name in sorted(names):
+        if name == "ULTIMATE_JOBS" or not name.isupper():
+            continue
+        if name.startswith(ENV_PREFIX):  # a variable's name written as a setting
+            key = closest_setting(name[len(ENV_PREFIX) :])
+            found.append((name, f"ULTIMATE_JOBS = {{{key!r}: ...}}" if key else ""))
+        elif difflib.SequenceMatcher(None, name, "ULTIMATE_JOBS").ratio() >= 0.8:
+            found.append((name, "ULTIMATE_JOBS"))
     return found
 
 
@@ -464,37 +790,25 @@ def load_settings(
                 raise ConfigurationError(
                     key, source[key], f"renamed: set {key.replace(old, new)} instead"
                 )
-    fields = set(setting_names())
-    if unknown := sorted(set(values) - fields):
-        raise ConfigurationError(
-            unknown[0],
-            values[unknown[0]],
-            f"unknown ULTIMATE_JOBS key (known: {', '.join(sorted(fields))})",
+    if unknown := sorted(set(values) - SPECS.keys(), key=str):
+        key = unknown[0]
+        raise UnknownSetting(
+            str(key), values[key], closest_setting(str(key)), sorted(SPECS)
         )
     merged: dict[str, Any] = dict(values)
     env = _reader(environ_)
-    for name in fields:
+    for name in SPECS:
         if ENV_PREFIX + name in environ_:
             merged[name] = _from_environment(env, name, environ_[ENV_PREFIX + name])
     cleaned = {key: _clean(key, value) for key, value in merged.items()}
     home = cleaned.get("DATABASE", JobsSettings.DATABASE)
     cleaned["ROUTES"] = _routes("QUEUES", merged.get("QUEUES"), home)
     result = JobsSettings(**cleaned)
-    if result.LEASE < 1:
-        raise ConfigurationError(
-            "LEASE", merged.get("LEASE"), "the lease is at least 1 second"
-        )
     if result.heartbeat_seconds >= result.LEASE:
         raise ConfigurationError(
             "HEARTBEAT",
             merged.get("HEARTBEAT"),
             "the heartbeat must be shorter than LEASE",
-        )
-    if result.SCHEDULER_LEASE < 1:
-        raise ConfigurationError(
-            "SCHEDULER_LEASE",
-            merged.get("SCHEDULER_LEASE"),
-            "the scheduler lease is at least 1 second",
         )
     if result.POLL_INTERVAL > result.IDLE_POLL_MAX:
         raise ConfigurationError(

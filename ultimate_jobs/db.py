@@ -227,9 +227,18 @@ class DirectDatabase:
     Not shared between threads: each worker thread that runs statements owns one.
     """
 
-    def __init__(self, alias: str, *, application_name: str = "ultimate_jobs") -> None:
+    def __init__(
+        self,
+        alias: str,
+        *,
+        application_name: str = "ultimate_jobs",
+        synchronous_commit: bool = False,
+    ) -> None:
         self.alias = alias
         self.application_name = application_name
+        # True: this session's commits are durable when they return, whatever the
+        # server's synchronous_commit (the relay's, docs/outbox.md; issue 31).
+        self.synchronous_commit = synchronous_commit
         self._conn: psycopg.Connection[Any] | None = None
         self._owner = threading.get_ident()
         self.unreadable: list[Unreadable] = []  # the last run's unreadable rows
@@ -245,6 +254,8 @@ class DirectDatabase:
         params.setdefault("application_name", self.application_name)
         # The hot statements are small; JIT compilation would cost more than it saves.
         options = f"{params.get('options', '')} -c jit=off"
+        if self.synchronous_commit:
+            options += " -c synchronous_commit=on"
         context = params.get("context")
         if context is not None and settings.USE_TZ and _TIMESTAMPTZ_LOADER:
             # Django's adapters load timestamptz in Python (its BaseTzLoader), a tenth
@@ -514,7 +525,18 @@ class DatabasePool:
                 )
 
     def run(self, query: Query[R], /, **params: Any) -> list[R]:
-        member = None if self._closed else self._free.get()
+        return self.run_within(None, query, **params)
+
+    def run_within(
+        self, wait: float | None, query: Query[R], /, **params: Any
+    ) -> list[R]:
+        """``run``, waiting at most ``wait`` seconds for a free connection (None: as
+        long as it takes); past it, QueryError without running anything."""
+        try:
+            member = None if self._closed else self._free.get(timeout=wait)
+        except queue.Empty:
+            busy = psycopg.OperationalError(f"no pooled connection free within {wait}s")
+            raise QueryError(query.name, busy) from None
         try:
             if member is None or self._closed:
                 closed = psycopg.InterfaceError("the connection pool is closed")

@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from datetime import time as time_of_day
 from decimal import Decimal
+from functools import partial
 from typing import Any, Literal
 from uuid import UUID
 
@@ -59,8 +60,9 @@ from ultimate_jobs.declaration.definition import NO_TENANT, Concurrency, NoTenan
 from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import CancelToken, Run
-from ultimate_jobs.enqueue.factory import check_parameters, declare, positive_int
+from ultimate_jobs.enqueue.factory import check_parameters, declare
 from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.durations import Duration
 from ultimate_jobs.ground.exceptions import (
     ExportInvalid,
@@ -352,19 +354,12 @@ def _check_rate(rate: object, job: str) -> float | None:
     """Rows per second: a finite number above 0, or None for no pacing."""
     if rate is None:
         return None
-    if (
-        isinstance(rate, bool)
-        or not isinstance(rate, int | float)
-        or not math.isfinite(rate)
-        or rate <= 0
-    ):
-        raise JobDeclarationInvalid(
-            "rate",
-            rate,
-            "rows per second: a finite number above 0, or None for no pacing",
-            job=job,
-        )
-    return float(rate)
+    return validate.positive(
+        rate,
+        field="rate",
+        error=partial(JobDeclarationInvalid, job=job),
+        reason="rows per second: a finite number above 0, or None for no pacing",
+    )
 
 
 def _check_columns(columns: object, job: str) -> tuple[str, ...]:
@@ -431,6 +426,7 @@ def export_rows(
         export_orders.enqueue(org_id="o1", export_id="2026-05")
     """
     parameters = check_parameters("export_rows", name, input)
+    refuse = partial(JobDeclarationInvalid, job=name)
     if tenant is not NO_TENANT and not callable(tenant):
         raise JobDeclarationInvalid(
             "tenant", tenant, "a function of the input, or NO_TENANT", job=name
@@ -460,8 +456,10 @@ def export_rows(
         row=row,
         format=format,
         storage=storage,
-        batch=positive_int(batch, "batch", name),
-        max_part_bytes=positive_int(max_part_bytes, "max_part_bytes", name),
+        batch=validate.whole(batch, field="batch", error=refuse),
+        max_part_bytes=validate.whole(
+            max_part_bytes, field="max_part_bytes", error=refuse
+        ),
         rate=_check_rate(rate, name),
     )
     return declare(

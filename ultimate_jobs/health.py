@@ -27,6 +27,7 @@ from django.core import checks
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.durations import parse_duration
 from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.observability.stats import (
@@ -58,20 +59,9 @@ class Thresholds:
         queues: Sequence[str] | None = None,
     ) -> Thresholds:
         """Checked thresholds; a bad value is InvalidArgument naming it (B1)."""
-        if max_depth is not None and (
-            isinstance(max_depth, bool)
-            or not isinstance(max_depth, int)
-            or max_depth < 0
-        ):
-            raise InvalidArgument("max_depth", max_depth, "a whole number, 0 or more")
-        if isinstance(min_workers, bool) or not isinstance(min_workers, int):
-            raise InvalidArgument(
-                "min_workers", min_workers, "a whole number, 0 or more"
-            )
-        if min_workers < 0:
-            raise InvalidArgument(
-                "min_workers", min_workers, "a whole number, 0 or more"
-            )
+        if max_depth is not None:
+            validate.whole(max_depth, field="max_depth", least=0)
+        validate.whole(min_workers, field="min_workers", least=0)
         lag = None if max_lag is None else parse_duration(max_lag, field="max_lag")
         if isinstance(queues, str):
             raise InvalidArgument("queues", queues, "a list of queue names")

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 COMMANDS = [
     "db_backfill",
     "jobs",
+    "jobs_mcp",
     "jobs_relay",
     "jobs_scheduler",
     "jobs_sql",

@@ -360,6 +360,7 @@ from . import (  # noqa: E402
     console_jobs,  # noqa: F401 - issue 15: the operator console
     factory_jobs,  # noqa: F401
     seed_jobs,  # noqa: F401 - issue 20: spans, per-run logs, signals
+    workflow_jobs,  # noqa: F401 - issue 28: fan-out and fan-in
 )
 
 
@@ -375,3 +376,4 @@ def exits(run: Run, key: str, how: str) -> None:
 
 if os.environ.get("UJ_TEST_NEXT_DEPLOY") == "1":  # a worker of the next deploy
     from . import next_deploy_jobs  # noqa: F401
+from . import versioned_jobs  # noqa: E402, F401 - P11: version 1, or 2 in the next deploy

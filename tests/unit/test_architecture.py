@@ -36,8 +36,8 @@ LAYERS: list[set[str]] = [
     {"retention", "webhooks", "backfills", "exports"},  # features built on jobs
     # tenancy: the tenant guard app models opt into (B7), beside the middleware
     {"api", "backend", "health", "views", "middleware", "jobs", "testing", "tenancy"},
-    {"admin", "management"},  # operator surfaces
-    {"__init__", "apps", "checks"},  # the face
+    {"admin", "management", "agents"},  # operator surfaces
+    {"__init__", "apps", "checks", "urls"},  # the face
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

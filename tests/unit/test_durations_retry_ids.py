@@ -54,6 +54,7 @@ def test_durations_accept_numbers_timedeltas_and_unit_strings(value, seconds):
         "-5s",
         "5",
         "5 minutes",
+        "\u0663s",  # an Arabic-Indic 3: \\d reads it, a duration does not (B4)
         "m",
         "",
         None,

@@ -6,6 +6,7 @@ Django's admin autodiscovery imports this package; importing it registers every 
 from __future__ import annotations
 
 from ultimate_jobs.admin import (
+    agents,
     archive,
     dashboard,
     jobs,
@@ -16,6 +17,7 @@ from ultimate_jobs.admin import (
 )
 
 __all__ = [
+    "agents",
     "archive",
     "dashboard",
     "jobs",

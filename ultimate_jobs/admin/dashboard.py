@@ -28,6 +28,7 @@ from django.utils.http import urlencode
 
 from ultimate_jobs import api
 from ultimate_jobs.admin import charts
+from ultimate_jobs.admin.guard import guard_urls
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT, triage
@@ -107,23 +108,25 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="{}_{}_changelist".format(*info),
-            ),
-            path(
-                "queue/",
-                self.admin_site.admin_view(self.queue_view),
-                name="{}_{}_queue".format(*info),
-            ),
-            path(
-                "triage/",
-                self.admin_site.admin_view(self.triage_view),
-                name="{}_{}_triage".format(*info),
-            ),
-        ]
+        return guard_urls(
+            [
+                path(
+                    "",
+                    self.admin_site.admin_view(self.changelist_view),
+                    name="{}_{}_changelist".format(*info),
+                ),
+                path(
+                    "queue/",
+                    self.admin_site.admin_view(self.queue_view),
+                    name="{}_{}_queue".format(*info),
+                ),
+                path(
+                    "triage/",
+                    self.admin_site.admin_view(self.triage_view),
+                    name="{}_{}_triage".format(*info),
+                ),
+            ]
+        )
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -23,7 +23,8 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details, job_list, job_page
+from ultimate_jobs.admin import cells, job_details, job_family, job_list, job_page
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -96,7 +97,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     list_display = (
         "job_id",
         "job_name",
-        "queue",
+        "queue_name",
         "state",
         "attempts",
         "tenant",
@@ -115,6 +116,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         job_list.CreatedToFilter,
         job_list.FiredByFilter,
         job_list.KeyFilter,
+        job_list.ParentFilter,
     )
     # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
     # name); listed so the admin draws its search box.
@@ -153,6 +155,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "pretty_progress",
         "pretty_result",
         "step_trace",
+        "family",
         "logs",
         "backfill_pass",
         "shown_correlation_id",
@@ -189,6 +192,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         if obj is None or not _stores_result(obj):
             fields.remove("pretty_result")
         return fields
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A summary, then attempts and steps above the fold (job_page.SECTIONS)."""
+        return job_page.fieldsets(list(self.get_readonly_fields(request, obj)))
 
     def get_urls(self) -> list[Any]:
         from django.urls import path
@@ -248,7 +255,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         shown = tuple(super().get_list_display(request))
         if len(get_settings().aliases) < 2:
             return shown
-        at = shown.index("queue") + 1
+        at = shown.index("queue_name") + 1
         return (*shown[:at], "database", *shown[at:])
 
     @admin.display(description="database")
@@ -262,15 +269,19 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="id")
     def job_id(self, job: Job) -> str:
-        return job_list.full_id(job)
+        return cells.short_id(job.pk)
 
     @admin.display(description="name")
     def job_name(self, job: Job) -> str:
-        return job_list.dotted(job.name)
+        return cells.cut(job.name)
+
+    @admin.display(description="queue")
+    def queue_name(self, job: Job) -> str:
+        return cells.cut(job.queue)
 
     @admin.display(description="tenant")
     def tenant(self, job: Job) -> str:
-        return job.tenant_id or "—"
+        return cells.cut(job.tenant_id)
 
     @admin.display(description="created")
     def created(self, job: Job) -> str:
@@ -345,6 +356,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     backfill_pass = staticmethod(job_details.backfill_pass)
     enqueued_by_name = staticmethod(job_details.enqueued_by_name)
 
+    @admin.display(description="parent and children")
+    def family(self, job: Job) -> str:
+        return job_family.family(job)
+
     @admin.action(description="Retry (requeue finished jobs)", permissions=["operate"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _apply(request, queryset, "retry", lambda pk, who: api.retry(pk, actor=who))
@@ -379,7 +394,7 @@ def _stores_result(job: Job) -> bool:
 
 
 @admin.register(QueuePause)
-class QueuePauseAdmin(QueuePauseModelAdmin):
+class QueuePauseAdmin(InputGuard, QueuePauseModelAdmin):
     """The paused queues. A queue is paused from the dashboard's buttons (who is
     recorded, the name checked); deleting a row here resumes the queue through
     ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""

@@ -2,12 +2,14 @@
 
 ``verbs`` change jobs and queues (retry, cancel, cancel_by_key, remove, promote,
 pause, bulk); ``reads`` answer them as stable JSON (get, list_jobs, queue_stats,
-workers); ``manifest`` lists what this deploy declares (J7). Every public name of each
+workers); ``manifest`` lists what this deploy declares (J7) and ``deploy_check``
+what the databases hold that it would break (P11). Every public name of each
 is importable from here: ``from ultimate_jobs import api``.
 """
 
 from __future__ import annotations
 
+from ultimate_jobs.api.deploy import deploy_check
 from ultimate_jobs.api.manifest import manifest
 from ultimate_jobs.api.reads import (
     DEFAULT_PAGE,
@@ -47,6 +49,7 @@ __all__ = [
     "bulk",
     "cancel",
     "cancel_by_key",
+    "deploy_check",
     "drain_worker",
     "find_job",
     "get",

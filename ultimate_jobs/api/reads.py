@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Count, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Now
 
 from ultimate_jobs.api import locator
@@ -21,6 +21,7 @@ from ultimate_jobs.backfills import ledger
 from ultimate_jobs.conf import get_settings, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobNotFound, JobPageInvalid
 from ultimate_jobs.models import (
@@ -41,14 +42,14 @@ DEFAULT_PAGE = 100
 MAX_PAGE = 200
 
 
-def parse_job_id(value: object) -> uuid.UUID:
+def parse_job_id(value: object, field: str = "id") -> uuid.UUID:
     """A job id from a UUID or its text; anything else is InvalidArgument."""
     if isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument("id", value, "a job id is a UUID") from None
+        raise InvalidArgument(field, value, "a job id is a UUID") from None
 
 
 def resolve_id(value: object) -> uuid.UUID:
@@ -84,8 +85,9 @@ def resolve_id(value: object) -> uuid.UUID:
 
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row on whichever alias holds it (Q1), from the hot table, else from
-    the archive (Q2): api/locator.py, ``load``."""
-    return locator.load(job_id)
+    the archive (Q2): api/locator.py, ``load``. A value that is not a job id is
+    refused with InvalidArgument (issue 31: a text id gave Django's ValidationError)."""
+    return locator.load(parse_job_id(job_id))
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -188,7 +190,33 @@ def job_json(
     }
     if declared is not None and declared.definition.store_result:
         out["result"] = view.value(job.result)  # P8: only for jobs that opt in
+    out.update(family_json(job))
     return out
+
+
+CHILDREN_SHOWN = 1000
+
+
+def family_json(job: Job) -> dict[str, Any]:
+    """S11: the job's parent and children: ``parent_id``, ``children`` (ids, oldest
+    first, at most CHILDREN_SHOWN) and ``children_by_state`` (counts), on the job's
+    alias, in the hot table and the finished jobs table (Q2)."""
+    alias = job._state.db or get_settings().DATABASE
+    tables: list[QuerySet[Any]] = [
+        Job.objects.using(alias).filter(parent_id=job.id),
+        JobArchive.objects.using(alias).filter(parent_id=job.id),
+    ]
+    counts: dict[str, int] = {}
+    ids: list[uuid.UUID] = []
+    for table in tables:
+        for row in table.values("state").annotate(n=Count("id")).order_by():
+            counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
+        ids.extend(table.order_by("id").values_list("id", flat=True)[:CHILDREN_SHOWN])
+    return {
+        "parent_id": str(job.parent_id) if job.parent_id else None,
+        "children": [str(i) for i in sorted(ids)[:CHILDREN_SHOWN]],
+        "children_by_state": dict(sorted(counts.items())),
+    }
 
 
 def _jobs() -> QuerySet[Job]:
@@ -207,6 +235,7 @@ def list_jobs(
     tenant: str | None = None,
     key: str | None = None,
     id_prefix: str | None = None,
+    parent: str | uuid.UUID | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     fingerprint: str | None = None,
@@ -225,12 +254,13 @@ def list_jobs(
         most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
         once are JobPageInvalid.
     """
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, int)
-        or not 1 <= limit <= MAX_PAGE
-    ):
-        raise JobPageInvalid("limit", limit, f"a page holds 1 to {MAX_PAGE} jobs")
+    validate.whole(
+        limit,
+        field="limit",
+        most=MAX_PAGE,
+        error=JobPageInvalid,
+        reason=f"a page holds 1 to {MAX_PAGE} jobs",
+    )
     if after is not None and before is not None:
         raise JobPageInvalid(
             "before", before, "give one cursor: after (older jobs) or before (newer)"
@@ -253,6 +283,8 @@ def list_jobs(
         created_from=created_from,
         created_to=created_to,
     )
+    if parent is not None:  # S11: the children of one job
+        filters &= Q(parent_id=parse_job_id(parent, "parent"))
     tables: list[QuerySet[Any]] = [_jobs()]
     if state is None or state not in LIVE_STATES:
         tables.append(_archive())  # Q2: the archive holds no live job

@@ -44,7 +44,9 @@ from ultimate_jobs.models import (
     Job,
     JobAction,
     JobArchive,
+    JobStep,
     QueuePause,
+    StepKind,
 )
 from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.observability.triage import check_fingerprint
@@ -170,10 +172,7 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
                 QUERIES["job_requeue"], id=pk, run_id=run_id, now=None
             )
     except QueryError as exc:
-        if (
-            isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
-            or "unique" in str(exc.__cause__).lower()
-        ):
+        if _unique_violation(exc):
             job = load(pk, alias=alias)
             raise JobDuplicate(
                 job.name, shown_row(job).key(job.idempotency_key), None
@@ -187,6 +186,17 @@ def _requeue(pk: uuid.UUID, alias: str) -> uuid.UUID:
     raise JobDuplicate(
         job.name, shown_row(job).key(job.idempotency_key), _live_holder(job, alias)
     )
+
+
+def _unique_violation(error: BaseException) -> bool:
+    """Whether the driver error behind ``error`` is a unique violation (23505): told
+    by its type, through Django's wrapper, never by its message."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.UniqueViolation):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _live_holder(job: Job, alias: str) -> uuid.UUID | None:
@@ -214,6 +224,9 @@ def cancel(job_id: object, reason: str = "", *, actor: Any = None) -> None:
         raise JobNotCancellable(pk, load(pk).state)
 
 
+CHILDREN_PAGE = 500
+
+
 def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
     """Cancel one live job on whichever alias holds it (Q1), record who did it, and
     tell ``job_cancelled`` (P4); answers the state it was cancelled from, or None when
@@ -233,7 +246,41 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
+    _cancel_children(pk, alias, who)
     return str(row["was"])
+
+
+def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
+    """S11: cancelling a parent cancels its live children (and theirs), each recorded
+    like an operator's cancel, in pages of the live-children index."""
+    reason = f"parent {pk} cancelled"
+    while children := _db(alias).run(
+        QUERIES["children_live"], parent_id=pk, limit=CHILDREN_PAGE
+    ):
+        cancelled = [_cancel(child["id"], reason, who) for child in children]
+        if all(was is None for was in cancelled):
+            break  # none of them could be cancelled any more: nothing changes
+    if len(reading_aliases()) > 1:
+        for child in _spawned_elsewhere(pk, alias):
+            _cancel(child, reason, who)
+
+
+def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
+    """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
+    there, so they are found by the parent's spawn steps (not those that answered an
+    existing job's key: that job is not the parent's to cancel)."""
+    outputs = JobStep.objects.using(alias).filter(
+        job_id=pk, kind=StepKind.SPAWN, archived=False
+    )
+    found = [
+        uuid.UUID(o["id"])
+        for o in outputs.values_list("output", flat=True)
+        if isinstance(o, dict) and not o.get("deduped")
+    ]
+    here = set(
+        Job.objects.using(alias).filter(pk__in=found).values_list("pk", flat=True)
+    )
+    return [child for child in found if child not in here]
 
 
 def cancel_by_key(
@@ -268,6 +315,11 @@ def cancel_by_key(
         )
     if tenant is not ANY_TENANT and tenant is not None and not isinstance(tenant, str):
         raise InvalidArgument("tenant", tenant, "a tenant id, or None for no tenant")
+    # B4: a NUL or a lone surrogate is refused here, not by PostgreSQL (issue 31).
+    check_text(job_name, field="name", max_length=200)
+    check_text(key, field="key", max_length=MAX_KEY_LENGTH)
+    if isinstance(tenant, str):
+        check_text(tenant, field="tenant", max_length=200)
     holders: list[tuple[uuid.UUID, str | None]] = []
     for alias in reading_aliases():  # Q1: the job's queue may live on any alias
         live = (
@@ -412,6 +464,11 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
+    if queue is not None:
+        validate_queue(queue, field="queue")
+    for field, value in (("name", name), ("tenant_id", tenant_id)):
+        if value is not None:  # B4: checked before any statement (issue 31)
+            check_text(value, field=field, max_length=200)
     if fingerprint is not None:
         fingerprint = check_fingerprint(fingerprint)
     filters = {

@@ -41,9 +41,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
-import math
 import re
 from collections.abc import Callable, Iterable
+from functools import partial
 from time import monotonic
 from typing import Any
 
@@ -57,8 +57,9 @@ from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import DRAINING, CancelToken, Run
-from ultimate_jobs.enqueue.factory import declare, positive_int
+from ultimate_jobs.enqueue.factory import declare
 from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.context import crossing_scope
 from ultimate_jobs.ground.durations import Duration
 from ultimate_jobs.ground.exceptions import (
@@ -195,13 +196,13 @@ class Backfill:
         if self.count is None:
             return None
         answer = self.count()
-        if isinstance(answer, bool) or not isinstance(answer, int) or answer < 0:
-            raise BackfillInvalid(
-                "count()",
-                answer,
-                "answers how many rows are still to sweep: a whole number, 0 or more",
-                job=self.name,
-            )
+        validate.whole(
+            answer,
+            field="count()",
+            least=0,
+            error=partial(BackfillInvalid, job=self.name),
+            reason="answers how many rows are still to sweep: a whole number, 0 or more",
+        )
         return answer
 
     # -- the pass ----------------------------------------------------------------------
@@ -327,20 +328,13 @@ _declared: dict[str, Backfill] = {}
 
 
 def _check_rate(rate: object, name: str) -> float:
-    if (
-        isinstance(rate, bool)
-        or not isinstance(rate, int | float)
-        or not math.isfinite(rate)
-        or rate <= 0
-    ):
-        raise JobDeclarationInvalid(
-            "rate",
-            rate,
-            "batches per second: a finite number above 0 (0.5 is one batch every two "
-            "seconds; there is no unthrottled mode, raise the number to go faster)",
-            job=name,
-        )
-    return float(rate)
+    return validate.positive(
+        rate,
+        field="rate",
+        error=partial(JobDeclarationInvalid, job=name),
+        reason="batches per second: a finite number above 0 (0.5 is one batch every "
+        "two seconds; there is no unthrottled mode, raise the number to go faster)",
+    )
 
 
 def _check_requires(requires: object, name: str) -> str | None:
@@ -436,12 +430,13 @@ def backfill(
         raise JobDeclarationInvalid(
             "tenant", tenant, "a function of the input, or NO_TENANT", job=name
         )
+    refuse = partial(JobDeclarationInvalid, job=name)
     body = Backfill(
         name,
         source=source,
         handle=handle,
         count=count,
-        batch=positive_int(batch, "batch", name),
+        batch=validate.whole(batch, field="batch", error=refuse),
         rate=_check_rate(rate, name),
         requires=_check_requires(requires, name),
         environments=_check_environments(environments, name),

@@ -1,9 +1,10 @@
 """What a job is: the definition ``@job`` freezes, checked field by field (J1-J5).
 
 A job is a module-level function whose first parameter is the run context; the rest is
-its input. ``declare`` checks every field where it is written and answers a
-``JobDefinition``; ``@job`` (ultimate_jobs.enqueue.handle) wraps it in the handle that
-puts the job on the queue. Pure: no database, no settings.
+its input. ``@job`` (ultimate_jobs.enqueue.handle) and the factories hold their options
+in one frozen ``Declaration``; ``declare`` checks each of its fields (the shared checks
+of ground/validate.py) and answers a ``JobDefinition``, which the handle wraps to
+put the job on the queue. Pure: no database, no settings.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, cast
 
 from django.apps import apps
 
@@ -20,8 +22,10 @@ from ultimate_jobs.declaration.queues import DEFAULT_QUEUE, validate_queue
 from ultimate_jobs.declaration.redaction import check_paths
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.declaration.retry import Retry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import text_problem
 from ultimate_jobs.ground.durations import (
+    Duration,
     optional_duration,
     parse_duration,
 )
@@ -67,18 +71,39 @@ class Concurrency:
             raise JobDeclarationInvalid(
                 "concurrency.key", self.key, "a function of the input"
             )
-        if (
-            isinstance(self.limit, bool)
-            or not isinstance(self.limit, int)
-            or self.limit < 1
-        ):
-            raise JobDeclarationInvalid(
-                "concurrency.limit", self.limit, "a whole number of at least 1"
-            )
+        validate.whole(
+            self.limit, field="concurrency.limit", error=JobDeclarationInvalid
+        )
         if self.when_busy not in ("wait", "fail"):
             raise JobDeclarationInvalid(
                 "concurrency.when_busy", self.when_busy, "'wait' or 'fail'"
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """The options of one ``@job``, as written: ``declare`` checks each field and
+    answers the ``JobDefinition``. Factories (export_rows, webhook, backfill) build
+    one too, so every way to declare a job passes the same checks (J1-J5)."""
+
+    idempotency_key: Callable[[dict[str, Any]], str] | None = None
+    tenant: Callable[[dict[str, Any]], Any] | NoTenant | None = None
+    name: str | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    description: str = ""
+    timeout: Duration | None = None
+    step_timeout: Duration | None = None
+    event_poll: Duration = 30
+    concurrency: int | Concurrency | None = None
+    on_settled: Callable[[Any], Any] | None = None
+    retry: Retry | None = None
+    dead_letter: bool = True
+    retention: Mapping[str, Any] | None = None
+    redact: tuple[str, ...] | list[str] | None = None
+    store_result: bool = False
+    version: int = 1
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +131,10 @@ class JobDefinition:
     is_async: bool = False
     redact: tuple[str, ...] = ()  # input paths no operator surface shows (B5)
     store_result: bool = False  # keep the body's JSON return value (P8)
+    version: int = 1  # the input's version, stored with each row above 1 (P11)
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(
+        default_factory=dict
+    )  # n -> the function that turns a version-n input into version n+1 (P11)
 
     @property
     def origin(self) -> str:
@@ -145,6 +174,8 @@ class JobDefinition:
             "input": self.signature.describe(),
             "redact": list(self.redact),
             "store_result": self.store_result,
+            "version": self.version,
+            "upgrades_from": sorted(self.upgrade),
         }
 
 
@@ -160,7 +191,7 @@ def default_name(func: Callable[..., Any]) -> str:
 
 def _check_callable(
     name: str, value: object, job: str, error: type[JobDeclarationInvalid]
-) -> None:
+) -> Callable[[dict[str, Any]], Any]:
     if value is None:
         raise error(
             name,
@@ -170,19 +201,18 @@ def _check_callable(
         )
     if not callable(value):
         raise error(name, value, "expected a function of the input", job=job)
+    return cast(Callable[[dict[str, Any]], Any], value)
 
 
 def _check_concurrency(value: object, job: str) -> int | Concurrency | None:
     if value is None or isinstance(value, Concurrency):
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise JobDeclarationInvalid(
-            "concurrency",
-            value,
-            "a whole number of at least 1, or Concurrency(...)",
-            job=job,
-        )
-    return value
+    return validate.whole(
+        value,
+        field="concurrency",
+        error=partial(JobDeclarationInvalid, job=job),
+        reason="a whole number of at least 1, or Concurrency(...)",
+    )
 
 
 def check_priority(
@@ -192,24 +222,66 @@ def check_priority(
     job: str = "",
     error: type[InvalidArgument] = JobDeclarationInvalid,
 ) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not -100 <= value <= 100
-    ):
-        raise error(
-            field, value, "a whole number from -100 to 100 (higher runs first)", job=job
+    return validate.whole(
+        value,
+        field=field,
+        least=-100,
+        most=100,
+        error=partial(error, job=job),
+        reason="a whole number from -100 to 100 (higher runs first)",
+    )
+
+
+MAX_VERSION = 10_000
+
+
+def _check_versions(
+    version: object, upgrade: object, job: str
+) -> tuple[int, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]]:
+    """P11: ``version`` a whole number from 1; ``upgrade`` maps each version n below
+    it to a function turning a version-n input into version n+1, with no gap up to
+    version - 1 (an input older than its first key cannot be upgraded)."""
+    refuse = partial(JobDeclarationInvalid, job=job)
+    version = validate.whole(version, field="version", most=MAX_VERSION, error=refuse)
+    if upgrade is None:
+        upgrade = {}
+    if not isinstance(upgrade, Mapping):
+        raise JobDeclarationInvalid(
+            "upgrade", upgrade, "a dict {n: function of a version-n input}", job=job
         )
-    return value
+    steps: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    for n, step in upgrade.items():
+        validate.whole(
+            n,
+            field="upgrade",
+            most=version - 1,
+            error=refuse,
+            reason=f"each key is a version from 1 to {version - 1} (version={version})",
+        )
+        if not callable(step):
+            raise JobDeclarationInvalid(
+                f"upgrade[{n}]", step, "a function of a version-n input", job=job
+            )
+        steps[n] = step
+    if steps and set(steps) != set(range(min(steps), version)):
+        missing = sorted(set(range(min(steps), version)) - set(steps))
+        raise JobDeclarationInvalid(
+            "upgrade",
+            sorted(steps),
+            f"no step from version {missing[0]}: each step n -> n+1 up to "
+            f"{version - 1} is needed",
+            job=job,
+        )
+    return version, steps
 
 
-def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
+def declare(func: Callable[..., Any], declared: Declaration) -> JobDefinition:
     """Check every field of one ``@job`` declaration; answer the frozen definition."""
     if not callable(func) or not inspect.isfunction(func):
         raise JobDeclarationInvalid(
             "function", func, "@job decorates a module-level function"
         )
-    job_name = fields["name"] if fields["name"] is not None else default_name(func)
+    job_name = declared.name if declared.name is not None else default_name(func)
     if (
         not isinstance(job_name, str)
         or not job_name
@@ -221,58 +293,45 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
             job_name,
             "a non-empty string of at most 200 characters, without NUL",
         )
-    if "<locals>" in func.__qualname__ and fields["name"] is None:
+    if "<locals>" in func.__qualname__ and declared.name is None:
         raise JobDeclarationInvalid(
             "function",
             func.__qualname__,
             "a job is a module-level function (or give it name=)",
             job=job_name,
         )
-    _check_callable(
-        "idempotency_key", fields["idempotency_key"], job_name, IdempotencyRequired
+    refuse = partial(JobDeclarationInvalid, job=job_name)
+    idempotency_key = _check_callable(
+        "idempotency_key", declared.idempotency_key, job_name, IdempotencyRequired
     )
-    if not isinstance(fields["tenant"], NoTenant):
-        _check_callable("tenant", fields["tenant"], job_name, JobTenantRequired)
+    tenant = declared.tenant
+    if not isinstance(tenant, NoTenant):
+        tenant = _check_callable("tenant", tenant, job_name, JobTenantRequired)
     try:
-        queue = validate_queue(fields["queue"], job=job_name)
+        queue = validate_queue(declared.queue, job=job_name)
     except InvalidArgument as exc:
-        raise JobDeclarationInvalid(
-            "queue", fields["queue"], exc.reason, job=job_name
-        ) from None
-    description = fields["description"]
+        raise refuse("queue", declared.queue, exc.reason) from None
+    description = declared.description
     if not isinstance(description, str) or len(description) > 255:
-        raise JobDeclarationInvalid(
-            "description",
-            description,
-            "one sentence of at most 255 characters",
-            job=job_name,
+        raise refuse(
+            "description", description, "one sentence of at most 255 characters"
         )
-    if not isinstance(fields["dead_letter"], bool):
-        raise JobDeclarationInvalid(
-            "dead_letter", fields["dead_letter"], "True or False", job=job_name
-        )
-    store_result = fields.get("store_result", False)
-    if not isinstance(store_result, bool):
-        raise JobDeclarationInvalid(
-            "store_result", store_result, "True or False", job=job_name
-        )
-    on_settled = fields["on_settled"]
+    on_settled = declared.on_settled
     if on_settled is not None and not callable(on_settled):
-        raise JobDeclarationInvalid(
-            "on_settled", on_settled, "a function of the settlement", job=job_name
-        )
-    retry = fields["retry"] if fields["retry"] is not None else Retry()
+        raise refuse("on_settled", on_settled, "a function of the settlement")
+    retry = declared.retry if declared.retry is not None else Retry()
     if not isinstance(retry, Retry):
-        raise JobDeclarationInvalid("retry", retry, "a Retry(...)", job=job_name)
+        raise refuse("retry", retry, "a Retry(...)")
 
-    def duration(key: str) -> float | None:
+    def duration(key: str, value: object) -> float | None:
         return optional_duration(
-            fields[key], field=key, job=job_name, error=JobDeclarationInvalid
+            value, field=key, job=job_name, error=JobDeclarationInvalid
         )
 
     signature = read_signature(func, job=job_name)
+    version, upgrade = _check_versions(declared.version, declared.upgrade, job_name)
     redact = check_paths(
-        fields.get("redact"),
+        declared.redact,
         job=job_name,
         parameters=None
         if signature.accepts_any
@@ -282,26 +341,32 @@ def declare(func: Callable[..., Any], **fields: Any) -> JobDefinition:
     return JobDefinition(
         name=job_name,
         func=func,
-        idempotency_key=fields["idempotency_key"],
-        tenant=fields["tenant"],
+        idempotency_key=idempotency_key,
+        tenant=tenant,
         queue=queue,
-        priority=check_priority(fields["priority"], job=job_name),
+        priority=check_priority(declared.priority, job=job_name),
         description=description,
-        timeout=duration("timeout"),
-        step_timeout=duration("step_timeout"),
+        timeout=duration("timeout", declared.timeout),
+        step_timeout=duration("step_timeout", declared.step_timeout),
         event_poll=parse_duration(
-            fields["event_poll"],
+            declared.event_poll,
             field="event_poll",
             job=job_name,
             error=JobDeclarationInvalid,
         ),
-        concurrency=_check_concurrency(fields["concurrency"], job_name),
+        concurrency=_check_concurrency(declared.concurrency, job_name),
         on_settled=on_settled,
         retry=retry,
-        dead_letter=fields["dead_letter"],
-        retention=check_retention(fields["retention"], job_name),
+        dead_letter=validate.flag(
+            declared.dead_letter, field="dead_letter", error=refuse
+        ),
+        retention=check_retention(declared.retention, job_name),
         signature=signature,
         is_async=inspect.iscoroutinefunction(func),
         redact=redact,
-        store_result=store_result,
+        store_result=validate.flag(
+            declared.store_result, field="store_result", error=refuse
+        ),
+        version=version,
+        upgrade=upgrade,
     )

@@ -3,6 +3,8 @@
 The input is a JSON object of keyword arguments. It is checked at enqueue and decoded
 and checked again before every attempt, so a stored payload that no longer fits the
 function (a renamed parameter, a changed type) is refused before the body runs.
+A job that declares ``version=N`` stores N with each input (``__version__``); an input
+of an older version is upgraded at decode, one ``upgrade`` step at a time (P11).
 Annotations are checked for the JSON shapes: str, int, float, bool, None, list[T],
 tuple[T, ...], dict[str, T], Optional/Union, Literal and Any. Other annotations are
 accepted as they come (the value still has to be JSON).
@@ -27,7 +29,17 @@ from ultimate_jobs.ground.bounds import (
     check_json,
     check_size,
 )
-from ultimate_jobs.ground.exceptions import InvalidJobPayload, JobDeclarationInvalid
+from ultimate_jobs.ground.exceptions import (
+    InputUpgradeFailed,
+    InputVersionAhead,
+    InvalidJobPayload,
+    JobDeclarationInvalid,
+)
+
+# P11: the key of a stored input that holds its version, written when a job declares
+# version=N above 1 (a row without it is version 1). A parameter may not take it.
+VERSION_KEY = "__version__"
+Upgrades = Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -142,13 +154,22 @@ def encode(
     max_bytes: int | None = None,
     max_depth: int = DEFAULT_MAX_INPUT_DEPTH,
     redaction: Redaction | None = None,
+    version: int = 1,
 ) -> str:
     """Check ``kwargs`` against the signature and the bounds (B4: no NUL or lone
     surrogate, 64-bit integers, at most ``max_depth`` deep and ``max_bytes`` long) and
-    answer the stored JSON text. Errors show redacted values as ``[redacted]``."""
+    answer the stored JSON text, with ``version`` when it is above 1 (P11). Errors
+    show redacted values as ``[redacted]``."""
     if not isinstance(kwargs, Mapping):
         raise InvalidJobPayload(
             job, "input", kwargs, "input is a mapping of keyword arguments"
+        )
+    if VERSION_KEY in kwargs:
+        raise InvalidJobPayload(
+            job,
+            VERSION_KEY,
+            _shown(redaction, VERSION_KEY, kwargs[VERSION_KEY]),
+            "reserved for the input's version (declare @job(version=N) instead)",
         )
     check_json(
         job,
@@ -159,8 +180,9 @@ def encode(
         show=lambda field, value: _shown(redaction, field, value),
     )
     validate(job, signature, kwargs, redaction=redaction, json_checked=True)
+    stored = dict(kwargs) if version == 1 else {**kwargs, VERSION_KEY: version}
     try:
-        encoded = _dump(dict(kwargs))
+        encoded = _dump(stored)
     except (TypeError, ValueError) as exc:
         raise InvalidJobPayload(
             job,
@@ -180,9 +202,16 @@ def decode(
     *,
     max_depth: int = DEFAULT_MAX_INPUT_DEPTH,
     redaction: Redaction | None = None,
+    version: int = 1,
+    upgrade: Upgrades | None = None,
 ) -> dict[str, Any]:
     """Decode a stored payload and check it again; a stale one is InvalidJobPayload,
-    and so is one nested past ``max_depth`` (an older version's row)."""
+    and so is one nested past ``max_depth`` (an older version's row).
+
+    P11: an input of an older version than ``version`` is upgraded first, one step
+    of ``upgrade`` at a time (n to n+1); a missing step, or one that raises or answers
+    no object, is InputUpgradeFailed. An input of a newer version is
+    InputVersionAhead (the caller hands the row back untouched)."""
     try:
         value = json.loads(stored) if isinstance(stored, str) else stored
     except (ValueError, RecursionError) as exc:
@@ -199,6 +228,8 @@ def decode(
             _shown(redaction, "input", value),
             "the stored input is not a JSON object",
         )
+    if VERSION_KEY in value or version != 1:
+        value = _upgraded(job, dict(value), version, upgrade or {})
     check_json(
         job,
         "",
@@ -207,6 +238,43 @@ def decode(
         show=lambda field, bad: _shown(redaction, field, bad),
     )
     validate(job, signature, value, redaction=redaction, json_checked=True)
+    return value
+
+
+def _upgraded(
+    job: str, value: dict[str, Any], version: int, upgrade: Upgrades
+) -> dict[str, Any]:
+    """The input without its version key, upgraded step by step to ``version``."""
+    stored = value.pop(VERSION_KEY, 1)
+    if isinstance(stored, bool) or not isinstance(stored, int) or stored < 1:
+        raise InvalidJobPayload(
+            job, VERSION_KEY, stored, "the stored version is not a whole number >= 1"
+        )
+    if stored > version:
+        raise InputVersionAhead(job, stored, version)
+    while stored < version:
+        step = upgrade.get(stored)
+        if step is None:
+            raise InputUpgradeFailed(
+                job, stored, f"no upgrade from version {stored} to {stored + 1}"
+            )
+        try:
+            value = step(dict(value))
+        except Exception as exc:
+            raise InputUpgradeFailed(
+                job,
+                stored,
+                f"the upgrade from version {stored} to {stored + 1} raised "
+                f"{type(exc).__name__}: {str(exc)[:300]}",
+            ) from exc
+        if not isinstance(value, dict) or VERSION_KEY in value:
+            raise InputUpgradeFailed(
+                job,
+                stored,
+                f"the upgrade from version {stored} to {stored + 1} answered "
+                f"{type(value).__name__}, not a dict of keyword arguments",
+            )
+        stored += 1
     return value
 
 

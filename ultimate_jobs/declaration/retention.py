@@ -8,8 +8,10 @@ the rules keep is decided by ultimate_jobs.retention. Pure: no database.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 RETENTION_STATES = ("done", "failed", "dead", "cancelled")
@@ -37,17 +39,15 @@ def check_retention(value: object, job: str) -> dict[str, Any]:
                 where, rule, "{'last': n}, {'days': n}, both, or False", job=job
             )
         last, days = rule.get("last"), rule.get("days")
-        if last is not None and (
-            isinstance(last, bool) or not isinstance(last, int) or last < 1
-        ):
-            raise JobDeclarationInvalid(
-                f"{where}.last", last, "a whole number of at least 1", job=job
-            )
-        if days is not None and (
-            isinstance(days, bool) or not isinstance(days, int | float) or days <= 0
-        ):
-            raise JobDeclarationInvalid(
-                f"{where}.days", days, "a positive number of days", job=job
+        refuse = partial(JobDeclarationInvalid, job=job)
+        if last is not None:
+            validate.whole(last, field=f"{where}.last", error=refuse)
+        if days is not None:
+            validate.positive(
+                days,
+                field=f"{where}.days",
+                error=refuse,
+                reason="a positive number of days",
             )
         out[state] = dict(rule)
     return out

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.durations import Duration, parse_duration
 from ultimate_jobs.ground.exceptions import (
     JobDeclarationInvalid,
@@ -16,7 +17,7 @@ from ultimate_jobs.ground.exceptions import (
 
 _random = random.Random()  # noqa: S311 - spreads retries, nothing secret
 Backoff = Literal["exponential", "linear", "fixed"]
-Verdict = Literal["terminal", "retry"]
+ErrorClass = Literal["terminal", "retry"]  # what register_error_retry records
 _BACKOFFS = ("exponential", "linear", "fixed")
 
 
@@ -38,20 +39,14 @@ class Retry:
     jitter: bool = True
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.attempts, bool)
-            or not isinstance(self.attempts, int)
-            or self.attempts < 1
-        ):
-            raise JobDeclarationInvalid(
-                "retry.attempts", self.attempts, "a whole number of at least 1"
-            )
+        validate.whole(
+            self.attempts, field="retry.attempts", error=JobDeclarationInvalid
+        )
         if self.backoff not in _BACKOFFS:
             raise JobDeclarationInvalid(
                 "retry.backoff", self.backoff, f"one of {', '.join(_BACKOFFS)}"
             )
-        if not isinstance(self.jitter, bool):
-            raise JobDeclarationInvalid("retry.jitter", self.jitter, "True or False")
+        validate.flag(self.jitter, field="retry.jitter", error=JobDeclarationInvalid)
         for field in ("delay", "max_delay"):
             seconds = parse_duration(
                 getattr(self, field),
@@ -111,17 +106,17 @@ def retry_schedule(retry: Retry) -> list[float]:
     return [retry.base_delay(n) for n in range(1, retry.attempts)]
 
 
-_registered: dict[type[BaseException], Verdict] = {}
+_registered: dict[type[BaseException], ErrorClass] = {}
 
 
-def register_error_retry(error: type[BaseException], verdict: Verdict) -> None:
+def register_error_retry(error: type[BaseException], verdict: ErrorClass) -> None:
     """Classify an exception class: "terminal" dead-letters at once, "retry" backs off."""
     if verdict not in ("terminal", "retry"):
         raise JobDeclarationInvalid("verdict", verdict, "one of terminal, retry")
     _registered[error] = verdict
 
 
-def classify(error: BaseException) -> Verdict | float:
+def classify(error: BaseException) -> ErrorClass | float:
     """What an exception decides: "terminal", "retry", or a RetryAfter's seconds."""
     if isinstance(error, RetryAfter):
         return error.seconds

@@ -34,7 +34,7 @@ class ProgressReport(Protocol):
 
 
 class Journal(Protocol):
-    """What keeps a Run's durable verbs (S1-S9): the attempt's journal of steps,
+    """What keeps a Run's durable verbs (S1-S11): the attempt's journal of steps,
     ``durable.steps.Journal``. Declared here, beside the Run, so this layer imports
     nothing above it."""
 
@@ -73,6 +73,14 @@ class Journal(Protocol):
         run_at: Any = None,
         input: Mapping[str, Any] | None = None,
     ) -> None: ...
+
+    def spawn(self, name: str, handle: object, input: dict[str, Any]) -> Any: ...
+
+    def spawn_many(self, name: str, handle: object, inputs: object) -> Any: ...
+
+    def wait_for_jobs(
+        self, name: str, children: object, timeout: Duration | None = None
+    ) -> Any: ...
 
 
 @dataclass(eq=False)
@@ -173,6 +181,26 @@ class Run:
         return self._journal().wait_for_event(
             name, event, match=match, timeout=timeout, timeout_ok=timeout_ok
         )
+
+    def spawn(self, name: str, handle: Any, /, **input: Any) -> Any:
+        """Enqueue ``handle(**input)`` as a child job, as the step ``name`` (S10): the
+        child row and the checkpoint commit together, so a replay answers the same
+        child (an ``Enqueued``) and a crash never loses or doubles it."""
+        return self._journal().spawn(name, handle, input)
+
+    def spawn_many(self, name: str, handle: Any, inputs: Any) -> Any:
+        """Enqueue one child per input (a list of dicts of keyword arguments) as the
+        steps ``name[0]``, ``name[1]``...: every child and checkpoint in one
+        transaction (S10). Answers one ``Enqueued`` per input, in order."""
+        return self._journal().spawn_many(name, handle, inputs)
+
+    def wait_for_jobs(
+        self, name: str, children: Any, timeout: Duration | None = None
+    ) -> Any:
+        """Suspend until every child (``Enqueued`` answers or job ids) has settled and
+        answer one ``Outcome(id, state, result, error)`` per child, in order (S11).
+        Past ``timeout`` raise FanInTimeout (a JobTimeout)."""
+        return self._journal().wait_for_jobs(name, children, timeout)
 
     def reschedule(
         self,

@@ -32,12 +32,14 @@ FINISHED_STATES = (JobState.DONE, JobState.FAILED, JobState.DEAD, JobState.CANCE
 
 
 class StepKind(models.TextChoices):
-    """What a step row records (S1-S4, S9)."""
+    """What a step row records (S1-S4, S9-S11)."""
 
     STEP = "step"  # run.step: a result computed once
     ATOMIC = "atomic"  # run.atomic_step: a result committed with its writes
     SLEEP = "sleep"  # run.sleep: wake_at is the wake time
     EVENT = "event"  # run.wait_for_event: wake_at is the timeout deadline (or NULL)
+    SPAWN = "spawn"  # run.spawn: output is the child's ids (S10)
+    JOBS = "jobs"  # run.wait_for_jobs: output is the children's outcomes (S11)
 
 
 class StepStatus(models.TextChoices):

@@ -9,10 +9,10 @@ attempt, so the row always ends with the final report. Shown by ``api.get`` (and
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import text_problem
 from ultimate_jobs.ground.cancel import CancelToken
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobAborted
@@ -22,14 +22,8 @@ MAX_NOTE_LENGTH = 500
 
 
 def _number(field: str, value: object) -> float | int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise InvalidArgument(field, value, "a finite number of at least 0")
-    return value
+    number = validate.positive(value, field=field, zero=True)
+    return value if isinstance(value, int) else number
 
 
 def encode_progress(done: object, total: object, note: object = None) -> str:

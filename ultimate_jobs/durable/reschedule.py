@@ -66,6 +66,7 @@ def reschedule_intent(
         "max_bytes": settings.MAX_INPUT_BYTES,
         "max_depth": settings.MAX_INPUT_DEPTH,
         "redaction": redaction,
+        "version": definition.version,
     }
     if input is None:
         current = payload.decode(
@@ -74,6 +75,8 @@ def reschedule_intent(
             stored_input,
             max_depth=settings.MAX_INPUT_DEPTH,
             redaction=redaction,
+            version=definition.version,
+            upgrade=definition.upgrade,
         )
         encoded = payload.encode(name, definition.signature, current, **bounds)
     elif not isinstance(input, Mapping):

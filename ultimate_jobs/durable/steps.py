@@ -1,5 +1,6 @@
 """Durable steps (S1-S4, S9): what ``run.step``, ``run.atomic_step``, ``run.sleep`` and
-``run.wait_for_event`` do, for one attempt of one job.
+``run.wait_for_event`` do, for one attempt of one job (``run.spawn`` and
+``run.wait_for_jobs``, S10-S11, are in workflows.py, on the same guards).
 
 A ``Journal`` is the run's record in ``ultimate_jobs_step`` as one attempt sees it. The
 step name is the replay key: a step recorded by an earlier attempt answers its stored
@@ -35,6 +36,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.durable import workflows
 from ultimate_jobs.durable.deadlines import Deadlines
 from ultimate_jobs.durable.progress import Progress
 from ultimate_jobs.durable.reschedule import Reschedule, reschedule_intent
@@ -167,10 +169,10 @@ class Journal:
 
     def step(self, name: str, fn: Callable[..., Any]) -> Any:
         """Run ``fn`` once ever for this job; answer its (stored) JSON result (S1)."""
-        stored = self._enter(check_name(name), "step")
+        stored = self.enter(check_name(name), "step")
         if stored is not None:
             return stored.output
-        self._refuse_to_start(name)
+        self.refuse_to_start(name)
         started = time.monotonic()
         with tracing.step_span(name, "step"):
             with self.deadlines.step(name):
@@ -181,7 +183,7 @@ class Journal:
         self, name: str, fn: Callable[..., Any], *, using: str | None = None
     ) -> Any:
         """Run ``fn`` and record its result in ONE transaction on the jobs database (S9)."""
-        stored = self._enter(check_name(name), "atomic")
+        stored = self.enter(check_name(name), "atomic")
         if stored is not None:
             return stored.output
         alias = using or DEFAULT_DB_ALIAS
@@ -194,7 +196,7 @@ class Journal:
                 "(use run.step, at least once, for another database)",
                 job=self.definition.name,
             )
-        self._refuse_to_start(name)
+        self.refuse_to_start(name)
         started = time.monotonic()
         with (
             tracing.step_span(name, "atomic"),
@@ -215,19 +217,19 @@ class Journal:
         else:
             name = check_name(name_or_duration)
         seconds = parse_duration(duration, field="duration", job=self.definition.name)
-        stored = self._enter(name, "sleep")
+        stored = self.enter(name, "sleep")
         if stored is not None and stored.status == "done":
             return
-        self._refuse_to_park(name)
+        self.refuse_to_park(name)
         if stored is None:
-            rows = self._write("step_sleep", name=name, seconds=seconds)
-            self._suspend(RunSuspended(name, wake_at=rows[0]["wake_at"]))
+            rows = self.write("step_sleep", name=name, seconds=seconds)
+            self.suspend(RunSuspended(name, wake_at=rows[0]["wake_at"]))
         if self.db.run(
             QUERIES["step_wake"], **self._claim(), name=name, now=self.now()
         ):
-            self._remember(name, "sleep", "done", None, stored.wake_at)
+            self.remember(name, "sleep", "done", None, stored.wake_at)
             return
-        self._suspend(RunSuspended(name, wake_at=stored.wake_at))
+        self.suspend(RunSuspended(name, wake_at=stored.wake_at))
 
     # -- run.wait_for_event ----------------------------------------------------------
 
@@ -245,18 +247,18 @@ class Journal:
         check_name(event, "event")
         wanted = self._match(match)
         seconds = optional_duration(timeout, field="timeout", job=self.definition.name)
-        stored = self._enter(check_name(name), "event")
+        stored = self.enter(check_name(name), "event")
         if stored is not None and stored.status != "waiting":
             return self._answer(name, event, stored.status, stored.output, timeout_ok)
-        self._refuse_to_park(name)
+        self.refuse_to_park(name)
         if stored is None:
-            self._write(
+            self.write(
                 "step_wait", name=name, event=event, match=wanted, timeout=seconds
             )
-        rows = self._write("step_take_event", name=name)
+        rows = self.write("step_take_event", name=name)
         status, output = rows[0]["status"], _decode(rows[0]["output"])
         if status == "waiting":
-            self._suspend(
+            self.suspend(
                 RunSuspended(
                     name,
                     wake_at=rows[0]["wake_at"],
@@ -264,7 +266,7 @@ class Journal:
                     waiting=True,
                 )
             )
-        self._remember(name, "event", status, output, rows[0]["wake_at"])
+        self.remember(name, "event", status, output, rows[0]["wake_at"])
         return self._answer(name, event, status, output, timeout_ok)
 
     def _answer(
@@ -292,6 +294,22 @@ class Journal:
                 job=self.definition.name,
             )
         return encode_output(self.definition.name, "match", dict(match))
+
+    # -- run.spawn / run.wait_for_jobs (workflows.py) -------------------------------
+
+    def spawn(self, name: str, handle: object, input: dict[str, Any]) -> Any:
+        """Enqueue a child job as the step ``name``, with its checkpoint (S10)."""
+        return workflows.spawn(self, check_name(name), handle, input)
+
+    def spawn_many(self, name: str, handle: object, inputs: object) -> Any:
+        """Enqueue one child per input, every child and checkpoint at once (S10)."""
+        return workflows.spawn_many(self, check_name(name), handle, inputs)
+
+    def wait_for_jobs(
+        self, name: str, children: object, timeout: Duration | None = None
+    ) -> Any:
+        """Suspend until every child has settled; answer their outcomes (S11)."""
+        return workflows.wait_for_jobs(self, check_name(name), children, timeout)
 
     # -- run.reschedule / run.progress -----------------------------------------------
 
@@ -324,7 +342,7 @@ class Journal:
 
     # -- the guards ------------------------------------------------------------------
 
-    def _enter(self, name: str, kind: str) -> Stored | None:
+    def enter(self, name: str, kind: str) -> Stored | None:
         """Check the name once per attempt (S2) and answer what storage holds for it."""
         if self.suspension is not None:
             raise self.suspension  # the body swallowed its suspension: park it again
@@ -342,22 +360,22 @@ class Journal:
             )
         return stored
 
-    def _refuse_to_start(self, name: str) -> None:
+    def refuse_to_start(self, name: str) -> None:
         if self.token.is_set():
             raise JobAborted(f"{self.token.reason}, before step {name!r}")
 
-    def _refuse_to_record(self, name: str) -> None:
+    def refuse_to_record(self, name: str) -> None:
         # A drain leaves the row this worker's: a finished step is still worth keeping.
         if self.token.is_set() and self.token.reason != DRAINING:
             raise JobAborted(f"{self.token.reason}, step {name!r} not recorded")
 
-    def _refuse_to_park(self, name: str) -> None:
+    def refuse_to_park(self, name: str) -> None:
         # Parking frees the worker, which is what a drain wants: a sleep or a wait
         # reached during a drain suspends the run rather than interrupting it.
         if self.token.is_set() and self.token.reason != DRAINING:
             raise JobAborted(f"{self.token.reason}, {name!r} not parked")
 
-    def _suspend(self, suspension: RunSuspended) -> NoReturn:
+    def suspend(self, suspension: RunSuspended) -> NoReturn:
         self.suspension = suspension
         raise suspension
 
@@ -374,7 +392,7 @@ class Journal:
             }
         return self._stored
 
-    def _remember(
+    def remember(
         self, name: str, kind: str, status: str, output: Any, wake_at: Any
     ) -> None:
         self._load()[name] = Stored(kind, status, output, wake_at)
@@ -382,7 +400,7 @@ class Journal:
     def _claim(self) -> dict[str, Any]:
         return {"job_id": self.job["id"], "lease_owner": self.job["lease_owner"]}
 
-    def _write(
+    def write(
         self, query: str, *, db: Database | None = None, **params: Any
     ) -> list[Row]:
         """A fenced step write; no row answered means the claim is lost."""
@@ -431,8 +449,8 @@ class Journal:
         db: Database | None = None,
     ) -> Any:
         encoded = encode_output(self.definition.name, name, result)
-        self._refuse_to_record(name)
-        rows = self._write(
+        self.refuse_to_record(name)
+        rows = self.write(
             "step_record",
             db=db,
             name=name,
@@ -441,5 +459,5 @@ class Journal:
             duration=time.monotonic() - started,
         )
         output = _decode(rows[0]["output"])
-        self._remember(name, kind, "done", output, None)
+        self.remember(name, kind, "done", output, None)
         return output

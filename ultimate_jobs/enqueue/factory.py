@@ -15,8 +15,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ultimate_jobs.declaration.definition import Declaration
 from ultimate_jobs.declaration.run import Run
-from ultimate_jobs.enqueue.handle import JobHandle, job
+from ultimate_jobs.enqueue.handle import JobHandle, register
 from ultimate_jobs.ground.exceptions import JobDeclarationInvalid
 
 Body = Callable[[Run, dict[str, Any]], Any]
@@ -42,15 +43,6 @@ def check_parameters(
                 job=name,
             )
     return dict(parameters)
-
-
-def positive_int(value: object, field: str, job: str) -> int:
-    """A factory's whole-number field (a batch, a size): at least 1, never a bool."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise JobDeclarationInvalid(
-            field, value, "a whole number of at least 1", job=job
-        )
-    return value
 
 
 def declare(
@@ -94,4 +86,4 @@ def declare(
     function.__name__ = factory
     function.__qualname__ = f"{factory}[{name}]@{caller.f_lineno}"
     function.__doc__ = f"The job {factory}({name!r}) declares."
-    return job(name=name, **options)(function)
+    return register(function, Declaration(name=name, **options))

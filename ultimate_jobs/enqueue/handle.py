@@ -7,11 +7,13 @@ on the queue. The handle is not callable: the queue is the only execution surfac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 from ultimate_jobs.declaration.definition import (
     Concurrency,
+    Declaration,
     JobDefinition,
     NoTenant,
     declare,
@@ -99,6 +101,8 @@ def job(
     retention: Mapping[str, Any] | None = ...,
     redact: tuple[str, ...] | list[str] | None = ...,
     store_result: bool = ...,
+    version: int = ...,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -122,6 +126,8 @@ def job(
     retention: Mapping[str, Any] | None = None,
     redact: tuple[str, ...] | list[str] | None = None,
     store_result: bool = False,
+    version: int = 1,
+    upgrade: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a job; ``idempotency_key`` and ``tenant`` are required (J2, J3).
 
@@ -129,6 +135,9 @@ def job(
     ``"card.number"``; B5); the body still receives the real values.
     ``store_result=True`` keeps the body's JSON return value, at most
     ``MAX_RESULT_BYTES``, shown by the admin and ``jobs show --json`` (P8).
+    ``version=N`` stores N with each input; ``upgrade={n: fn}`` turns a stored
+    version-n input into version n+1 when a worker decodes it, so rows enqueued
+    before a signature change still run (P11).
 
     ::
 
@@ -137,52 +146,33 @@ def job(
 
         send_welcome.enqueue(user_id=42)
     """
+    declared = Declaration(
+        idempotency_key=idempotency_key,
+        tenant=tenant,
+        name=name,
+        queue=queue,
+        priority=priority,
+        description=description,
+        timeout=timeout,
+        step_timeout=step_timeout,
+        event_poll=event_poll,
+        concurrency=concurrency,
+        on_settled=on_settled,
+        retry=retry,
+        dead_letter=dead_letter,
+        retention=retention,
+        redact=redact,
+        store_result=store_result,
+        version=version,
+        upgrade=upgrade,
+    )
     if func is not None:  # bare @job: both required fields are missing
-        return _register(
-            func,
-            idempotency_key=None,
-            tenant=None,
-            name=None,
-            queue=queue,
-            priority=priority,
-            description=description,
-            timeout=timeout,
-            step_timeout=step_timeout,
-            event_poll=event_poll,
-            concurrency=concurrency,
-            on_settled=on_settled,
-            retry=retry,
-            dead_letter=dead_letter,
-            retention=retention,
-            redact=redact,
-            store_result=store_result,
-        )
-
-    def decorate(function: Callable[..., Any]) -> JobHandle:
-        return _register(
-            function,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            name=name,
-            queue=queue,
-            priority=priority,
-            description=description,
-            timeout=timeout,
-            step_timeout=step_timeout,
-            event_poll=event_poll,
-            concurrency=concurrency,
-            on_settled=on_settled,
-            retry=retry,
-            dead_letter=dead_letter,
-            retention=retention,
-            redact=redact,
-            store_result=store_result,
-        )
-
-    return decorate
+        return register(func, declared)
+    return functools.partial(register, declaration=declared)
 
 
-def _register(func: Callable[..., Any], **fields: Any) -> JobHandle:
-    handle = JobHandle(declare(func, **fields))
+def register(func: Callable[..., Any], declaration: Declaration) -> JobHandle:
+    """Check ``declaration`` of ``func``, register the job and answer its handle."""
+    handle = JobHandle(declare(func, declaration))
     registered = registry.register(handle)  # the first handle of a function seen twice
     return registered if isinstance(registered, JobHandle) else handle

@@ -234,6 +234,7 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
             max_bytes=settings.MAX_INPUT_BYTES,
             max_depth=settings.MAX_INPUT_DEPTH,
             redaction=redaction,
+            version=definition.version,
         )
         key = concurrency_key_of(definition, kwargs)
         idempotency_key = idempotency_key_of(definition, kwargs)

@@ -89,7 +89,7 @@ def enqueue_inputs(
         for index, answer in zip(indexes, written, strict=True):
             answers[index] = answer
     done = [a for a in answers if a is not None]
-    return _announce(handle, rows, done, staged=staged)
+    return announce(handle, rows, done, staged=staged)
 
 
 def _write(
@@ -124,7 +124,7 @@ def _write(
     return answers, False
 
 
-def _announce(
+def announce(
     handle: Enqueueable, rows: list[Row], answers: list[Enqueued], *, staged: bool
 ) -> list[Enqueued]:
     # Signals are sent by the registered handle (not a .using() copy), so receivers

@@ -12,7 +12,8 @@ from ultimate_jobs.ground.exceptions import InvalidArgument, InvalidDuration
 Duration = int | float | timedelta | str
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+# ASCII digits only: \d would also match "٣" (B4).
+_PATTERN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d|w)\s*$")
 
 
 def parse_duration(

@@ -3,6 +3,7 @@ Everything ultimate_jobs raises, and the outcomes a job body raises on purpose.
 
 JobsError                         base class: catch this to catch ours (has .code)
 ├── ConfigurationError            an ULTIMATE_JOBS setting or variable is invalid
+│   └── UnknownSetting            an ULTIMATE_JOBS key names no setting (closest one named)
 ├── InvalidArgument               a value handed to a public entry point is invalid
 │   ├── InvalidDuration           a duration is zero, negative or malformed
 │   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
@@ -17,7 +18,9 @@ JobsError                         base class: catch this to catch ours (has .cod
 │   └── BackfillInvalid           a backfill's source() or count() answered something unusable
 ├── InvalidJobPayload             input that does not fit the job's signature
 │   ├── InputTooLarge             an input's JSON passes MAX_INPUT_BYTES
-│   └── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+│   ├── InputTooDeep              an input nests deeper than MAX_INPUT_DEPTH
+│   ├── InputUpgradeFailed        a stored input of an older version could not be upgraded
+│   └── InputVersionAhead         a stored input is newer than this code (handed back)
 ├── ResultTooLarge                a store_result body returned JSON past MAX_RESULT_BYTES
 ├── JobNameTaken                  two different functions under one job name
 ├── JobDuplicate                  a live job holds the idempotency key
@@ -116,6 +119,19 @@ class ConfigurationError(JobsError, ImproperlyConfigured):
         self.reason = reason
 
 
+class UnknownSetting(ConfigurationError):
+    """An ULTIMATE_JOBS key names no setting; ``closest`` is the key meant, or ''."""
+
+    def __init__(self, key: str, value: object, closest: str, known: list[str]) -> None:
+        meant = f"did you mean {closest!r}? " if closest else ""
+        super().__init__(
+            key,
+            value,
+            f"unknown ULTIMATE_JOBS key; {meant}(known: {', '.join(known)})",
+        )
+        self.closest = closest
+
+
 class InvalidArgument(JobsError):
     """A value handed to a public entry point is invalid; names the field and the value."""
 
@@ -209,6 +225,37 @@ class InvalidJobPayload(JobsError):
         self.field = field
         self.value = value
         self.reason = reason
+
+
+class InputUpgradeFailed(InvalidJobPayload):
+    """A stored input of an older version could not be upgraded to the declared one
+    (P11): no upgrade from its version, or the upgrade raised or answered no object."""
+
+    code = "X_INPUT_UPGRADE_FAILED"
+
+    def __init__(self, job: str, version: int, reason: str) -> None:
+        super().__init__(job, "__version__", version, reason)
+        self.version = version
+
+
+class InputVersionAhead(InvalidJobPayload):
+    """A stored input is of a newer version than this code declares (P11): a worker
+    of the previous deploy met a row of the next one. The row is handed back
+    untouched, its attempt not counted, for a worker of the newer code."""
+
+    code = "X_INPUT_VERSION_AHEAD"
+    classification = "retryable"
+
+    def __init__(self, job: str, version: int, declared: int) -> None:
+        super().__init__(
+            job,
+            "__version__",
+            version,
+            f"newer than version {declared} this code declares: handed back for a "
+            "worker of the newer code",
+        )
+        self.version = version
+        self.declared = declared
 
 
 class InputTooLarge(InvalidJobPayload):
@@ -348,6 +395,22 @@ class EventTimeout(JobTimeout):
         )
         self.step = step
         self.event = event
+
+
+class FanInTimeout(JobTimeout):
+    """A run.wait_for_jobs outlived its timeout before every child settled (S11).
+
+    Terminal: the timeout is recorded with the step, so a retry would replay it.
+    """
+
+    classification = "terminal"
+
+    def __init__(self, job: str, step: str) -> None:
+        super().__init__(
+            f"{job}: step {step!r} waited for its child jobs past its timeout",
+            step=step,
+        )
+        self.step = step
 
 
 class OutboxNoTx(JobsError):

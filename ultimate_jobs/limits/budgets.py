@@ -34,13 +34,22 @@ from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|m|h))?\s*$")
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(s|m|h))?\s*$")
 _PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+MAX_BUDGET = 100_000  # a budget past any process's thread count is a typo
+
+
 def _whole(field_name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(field_name, value, "a whole number of at least 1")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_BUDGET
+    ):
+        raise InvalidArgument(
+            field_name, value, f"a whole number from 1 to {MAX_BUDGET}"
+        )
     return value
 
 
@@ -62,7 +71,7 @@ def parse_queue_budgets(value: str, *, field_name: str = "per_queue") -> dict[st
     budgets: dict[str, int] = {}
     for part in (p.strip() for p in value.split(",")):
         name, sep, number = part.partition("=")
-        if not sep or not number.strip().isdigit():
+        if not sep or not re.fullmatch(r"[0-9]{1,9}", number.strip()):
             raise InvalidArgument(field_name, value, "queue=N pairs, e.g. 'mail=4'")
         queue = validate_queue(name.strip(), field=field_name)
         budgets[queue] = _whole(f"{field_name}.{queue}", int(number))

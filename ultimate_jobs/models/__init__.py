@@ -17,6 +17,7 @@ from ultimate_jobs.declaration.states import (
     StepKind,
     StepStatus,
 )
+from ultimate_jobs.models.agents import AgentToken
 from ultimate_jobs.models.archive import ArchiveCount, JobArchive
 from ultimate_jobs.models.attempts import Attempt
 from ultimate_jobs.models.backfills import BackfillLedger, BackfillStatus
@@ -40,6 +41,7 @@ from ultimate_jobs.models.webhooks import WebhookDelivery, WebhookEndpointState
 __all__ = [
     "FINISHED_STATES",
     "LIVE_STATES",
+    "AgentToken",
     "ArchiveCount",
     "Attempt",
     "BackfillLedger",

@@ -58,6 +58,9 @@ class JobColumns(models.Model):
     # L2: the lease key of a keyed concurrency limit, computed from the input at enqueue
     # (``job-key:<encoded name>:<key>``), so the claim decides in SQL. NULL: no key.
     concurrency_key = models.CharField(max_length=1000, null=True, blank=True)  # noqa: DJ001
+    # S10: the job whose run.spawn enqueued this one (NULL: none). Not a foreign key:
+    # the parent may have moved to the finished jobs table, or live on another alias.
+    parent_id = models.UUIDField(null=True, blank=True)
     # B5: what operators may not see, decided at enqueue and kept with the row, so a
     # process that does not declare the job still hides it. ``redact``: the input paths
     # the job declared (NULL: none); ``shown_key``: the idempotency key with its hidden
@@ -135,6 +138,18 @@ class Job(JobColumns):
                 fields=("idempotency_key",),
                 name="ultimate_jobs_job_key",
                 opclasses=("varchar_pattern_ops",),
+            ),
+            # S10, S11: a parent's children, newest first (keyset pages, counts by
+            # state), and whether a parent still has a live child (the fan-in's wake).
+            models.Index(
+                fields=("parent_id", "id"),
+                name="ultimate_jobs_job_children",
+                condition=Q(parent_id__isnull=False),
+            ),
+            models.Index(
+                fields=("parent_id", "id"),
+                name="ultimate_jobs_job_live_kids",
+                condition=Q(parent_id__isnull=False, state__in=LIVE_STATES),
             ),
             # B5: the admin's search matches a key holding a hidden value by its
             # shown form only (few rows: NULL for every key that holds none).

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from django.db import DataError, models
 from django.db.models.query import ModelIterable
 
-logger = logging.getLogger("ultimate_jobs.db")
+logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=models.Model)
 
 # What loading a value may raise (the driver's DataError arrives wrapped by Django).

@@ -37,6 +37,7 @@ from django.db import close_old_connections
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.observability.metrics import QUEUE_COLLECTOR
 
@@ -90,8 +91,12 @@ class MetricsServer:
     so the thread keeps at most one database connection)."""
 
     def __init__(self, port: int, *, addr: str = ALL_INTERFACES) -> None:
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise InvalidArgument("--metrics-port", port, "a TCP port from 1 to 65535")
+        validate.whole(
+            port,
+            field="--metrics-port",
+            most=65535,
+            reason="a TCP port from 1 to 65535",
+        )
         self.port = port
         try:
             self._server = make_server(

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from ultimate_jobs.conf import get_settings
@@ -38,6 +39,7 @@ from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.handle import JobHandle, job
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.durations import Duration
 from ultimate_jobs.ground.exceptions import (
     JobDeclarationInvalid,
@@ -132,14 +134,13 @@ def _clock(run: Run) -> str:
 
 def _removed(purge_name: str, target: PurgeTarget, now: datetime) -> int:
     count = target.purge_expired(now)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise PurgeTargetInvalid(
-            f"{target.name}.purge_expired()",
-            count,
-            "answers the number of rows it removed (a whole number, 0 or more)",
-            job=purge_name,
-        )
-    return count
+    return validate.whole(
+        count,
+        field=f"{target.name}.purge_expired()",
+        least=0,
+        error=partial(PurgeTargetInvalid, job=purge_name),
+        reason="answers the number of rows it removed (a whole number, 0 or more)",
+    )
 
 
 def run_pass(purge_name: str, targets: Targets, run: Run) -> dict[str, int]:

@@ -15,13 +15,13 @@ from typing import Any
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.decision import decide
 from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.registry import Declared, Registry
-from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.enqueue.rows import concurrency_key_of
 from ultimate_jobs.ground.exceptions import JobKeyBusy, JobsError, QueryError
 from ultimate_jobs.limits.slots import keyed_lease_key
-from ultimate_jobs.runtime.outcomes import Outcome, announce
+from ultimate_jobs.runtime.outcomes import FAILED_OUTCOMES, Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import ClaimedJob
@@ -74,6 +74,8 @@ def _decoded(handle: Declared, row: ClaimedJob) -> dict[str, Any] | None:
             definition.signature,
             row["input"],
             max_depth=get_settings().MAX_INPUT_DEPTH,
+            version=definition.version,
+            upgrade=definition.upgrade,
         )
     except JobsError:
         return None
@@ -133,27 +135,17 @@ def _fail(
     exc: JobsError,
     now: Any,
 ) -> None:
-    """``concurrency.key`` raised on a claimed run: fail it, body unrun, as usual (R2)."""
-    definition = handle.definition
+    """``concurrency.key`` raised on a claimed run: fail it, body unrun, as the
+    executor would (R2): the same decision, written here."""
     settler = Settler(db, now=lambda: now)
-    verdict = classify(exc)
+    verdict = decide(row, exc, handle.definition)
     logger.error("jobs.attempt.failed", extra={**_fields(row), "error": str(exc)[:500]})
     try:
-        if verdict == "terminal" or row["attempt"] >= row["max_attempts"]:
-            stop = "terminal" if verdict == "terminal" else "attempts-exhausted"
-            state, outcome = (
-                ("dead", Outcome.DEAD_LETTERED)
-                if definition.dead_letter
-                else ("failed", Outcome.DROPPED)
-            )
-            if settler.bury(row, state=state, error=exc, stop_reason=stop):
-                announce(handle, row, kwargs, outcome, error=exc)
-        else:
-            delay = (
-                definition.retry.spread(verdict)
-                if isinstance(verdict, float)
-                else definition.retry.next_delay(row["attempt"])
-            )
-            settler.retry(row, delay, exc)
+        if verdict.stop_reason is None:
+            settler.retry(row, verdict.delay or 0.0, exc)
+        elif settler.bury(
+            row, state=verdict.state, error=exc, stop_reason=verdict.stop_reason
+        ):
+            announce(handle, row, kwargs, FAILED_OUTCOMES[verdict.state], error=exc)
     except QueryError as failure:  # the claim lapses and the row is claimed again
         logger.warning("jobs.settle.failed", extra={"error": str(failure)})

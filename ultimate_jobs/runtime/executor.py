@@ -27,6 +27,7 @@ from django.db import close_old_connections
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration import payload
+from ultimate_jobs.declaration.decision import decide
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.redaction import (
     LazySecrets,
@@ -34,7 +35,6 @@ from ultimate_jobs.declaration.redaction import (
     scrub_text,
 )
 from ultimate_jobs.declaration.registry import Declared, Registry, registry
-from ultimate_jobs.declaration.retry import classify
 from ultimate_jobs.declaration.run import (
     CANCELLED,
     DRAINING,
@@ -52,6 +52,7 @@ from ultimate_jobs.ground.context import (
     tenant_scope,
 )
 from ultimate_jobs.ground.exceptions import (
+    InputVersionAhead,
     JobTimeout,
     RunSuspended,
     UnknownJob,
@@ -59,10 +60,9 @@ from ultimate_jobs.ground.exceptions import (
 from ultimate_jobs.ground.signals import job_attempt_failed, job_settled, job_started
 from ultimate_jobs.observability import metrics, runlogs, tracing
 from ultimate_jobs.runtime.outcomes import (
-    SETTLING_OUTCOMES,
+    FAILED_OUTCOMES,
     Attempt,
     Outcome,
-    Settled,
     announce,
     job_fields,
 )
@@ -77,6 +77,9 @@ logger = logging.getLogger(__name__)
 # How long a body may take to stop after its deadline set its token before it counts
 # as one that ignores it (a body that looks at its token every step stops within it).
 OVERRUN_GRACE = 1.0
+# P11: how long a row whose input is newer than this code waits before it is due again
+# (a worker of the newer code claims it meanwhile; an older one hands it back again).
+HAND_BACK_DELAY = 30.0
 
 
 class Executor:
@@ -178,7 +181,11 @@ class Executor:
                     job["input"],
                     max_depth=settings.MAX_INPUT_DEPTH,
                     redaction=redaction,
+                    version=definition.version,
+                    upgrade=definition.upgrade,
                 )
+            except InputVersionAhead as exc:  # P11: for a worker of the newer code
+                return self._hand_back(job, exc, token, started)
             except Exception as exc:  # InvalidJobPayload: terminal on this attempt (J1)
                 return self._failed(job, handle, None, exc, token, started)
             deadlines = Deadlines(token, step_timeout=definition.step_timeout)
@@ -462,7 +469,7 @@ class Executor:
         landed = self.settler.complete(job, progress)
         attempt = self._report(job, Outcome.COMPLETED, landed, started, token)
         if landed:
-            self._announce(handle, job, kwargs, Outcome.COMPLETED, result=result)
+            announce(handle, job, kwargs, Outcome.COMPLETED, result=result)
         return attempt
 
     def _failed(
@@ -500,39 +507,33 @@ class Executor:
                 duration=duration,
                 error=exc,
             )
-        definition = handle.definition if handle is not None else None
-        verdict = classify(exc)
-        final = job["attempt"] >= job["max_attempts"]
-        if verdict == "terminal" or final:
-            stop = "terminal" if verdict == "terminal" else "attempts-exhausted"
-            dead_letter = definition.dead_letter if definition is not None else True
-            state, outcome = (
-                ("dead", Outcome.DEAD_LETTERED)
-                if dead_letter
-                else ("failed", Outcome.DROPPED)
-            )
+        verdict = decide(job, exc, handle.definition if handle is not None else None)
+        last_error = scrub_text(format_error(exc), secrets)
+        if verdict.stop_reason is not None:
+            outcome = FAILED_OUTCOMES[verdict.state]
             landed = settler.bury(
                 job,
-                state=state,
+                state=verdict.state,
                 error=exc,
-                stop_reason=stop,
+                stop_reason=verdict.stop_reason,
                 progress=progress,
-                last_error=scrub_text(format_error(exc), secrets),
+                last_error=last_error,
             )
             attempt = self._report(
-                job, outcome, landed, started, token, exc, stop=stop, secrets=secrets
+                job,
+                outcome,
+                landed,
+                started,
+                token,
+                exc,
+                stop=verdict.stop_reason,
+                secrets=secrets,
             )
             if landed and handle is not None:
-                self._announce(handle, job, kwargs, outcome, error=exc)
+                announce(handle, job, kwargs, outcome, error=exc)
             return attempt
-        retry = definition.retry if definition is not None else None
-        if isinstance(verdict, float):
-            delay = retry.stated(verdict) if retry is not None else verdict
-        else:
-            delay = retry.next_delay(job["attempt"]) if retry is not None else 5.0
-        run_at = settler.retry(
-            job, delay, exc, progress, last_error=scrub_text(format_error(exc), secrets)
-        )
+        delay = verdict.delay or 0.0
+        run_at = settler.retry(job, delay, exc, progress, last_error=last_error)
         return self._report(
             job,
             Outcome.RETRIED,
@@ -544,6 +545,28 @@ class Executor:
             due_in=delay,
             secrets=secrets,
         )
+
+    def _hand_back(
+        self,
+        job: ClaimedJob,
+        exc: InputVersionAhead,
+        token: CancelToken,
+        started: float,
+    ) -> Attempt:
+        """P11: the input is newer than this code; the row goes back untouched (its
+        attempt not counted, no error kept) and is due again after HAND_BACK_DELAY,
+        as a row of a job name this worker does not declare is never claimed."""
+        landed = self.settler.hand_back(job, HAND_BACK_DELAY)
+        logger.warning(
+            "jobs.attempt.version-ahead",
+            extra={
+                **job_fields(job),
+                "version": exc.version,
+                "declared": exc.declared,
+                "delay": HAND_BACK_DELAY,
+            },
+        )
+        return self._report(job, Outcome.INTERRUPTED, landed, started, token)
 
     def _report(
         self,
@@ -628,19 +651,6 @@ class Executor:
                     exc_info=answer,
                 )
 
-    def _announce(
-        self,
-        handle: Declared,
-        job: ClaimedJob,
-        kwargs: dict[str, Any] | None,
-        outcome: Outcome,
-        *,
-        result: Any = None,
-        error: BaseException | None = None,
-        code: str | None = None,
-    ) -> None:
-        announce(handle, job, kwargs, outcome, result=result, error=error, code=code)
-
 
 _FAILED = (Outcome.RETRIED, Outcome.DEAD_LETTERED, Outcome.DROPPED)
 
@@ -681,16 +691,3 @@ def _heard(handle: Declared, job: ClaimedJob) -> bool:
         or job_settled.has_listeners(sender=handle)
         or job.get("lease_key") is not None
     )
-
-
-__all__ = [
-    "SETTLING_OUTCOMES",
-    "Attempt",
-    "Executor",
-    "Outcome",
-    "Settled",
-    "Settler",
-    "announce",
-    "error_code",
-    "format_error",
-]

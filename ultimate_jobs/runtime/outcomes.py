@@ -21,7 +21,7 @@ from ultimate_jobs.sql.rows import ClaimedJob
 if TYPE_CHECKING:
     from ultimate_jobs.declaration.registry import Declared
 
-logger = logging.getLogger("ultimate_jobs.runtime.executor")
+logger = logging.getLogger(__name__)
 
 ON_SETTLED_ATTEMPTS = 3
 
@@ -38,6 +38,14 @@ class Outcome(enum.StrEnum):
     REFUSED = "refused"
     RESCHEDULED = "rescheduled"  # run.reschedule: the next stage is queued (S5)
 
+
+# The outcome each state of a failure's verdict (declaration/decision.py) reports.
+FAILED_OUTCOMES: dict[str, Outcome] = {
+    "dead": Outcome.DEAD_LETTERED,
+    "failed": Outcome.DROPPED,
+    "delayed": Outcome.RETRIED,
+    "ready": Outcome.RETRIED,
+}
 
 SETTLING_OUTCOMES = (
     Outcome.COMPLETED,

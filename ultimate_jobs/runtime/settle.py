@@ -27,7 +27,7 @@ from ultimate_jobs.sql.rows import (
     Fence,
 )
 
-logger = logging.getLogger("ultimate_jobs.runtime.executor")
+logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 MAX_ERROR_CHARS = 4096
@@ -165,6 +165,16 @@ class Settler:
     def release(self, job: Fence, *, uncount: bool) -> bool:
         rows = self.write(
             JOB_RELEASE, id=job["id"], lease_owner=job["lease_owner"], uncount=uncount
+        )
+        return bool(rows)
+
+    def hand_back(self, job: Fence, delay: float) -> bool:
+        """Give the row back untouched for a newer worker (P11), due in ``delay``."""
+        rows = self.write(
+            QUERIES["job_hand_back"],
+            id=job["id"],
+            lease_owner=job["lease_owner"],
+            delay=delay,
         )
         return bool(rows)
 

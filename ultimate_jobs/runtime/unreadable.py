@@ -23,7 +23,7 @@ from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql.rows import Fence
 
-logger = logging.getLogger("ultimate_jobs.runtime.worker")
+logger = logging.getLogger(__name__)
 
 
 def bury_unreadable(

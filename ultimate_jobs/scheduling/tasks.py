@@ -14,11 +14,13 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 from ultimate_jobs.declaration.definition import default_name
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import (
     TaskDeclarationInvalid,
     UnknownTask,
@@ -37,14 +39,12 @@ def check_catch_up(catch_up: object, max_catch_up: object, name: str) -> None:
         raise TaskDeclarationInvalid(
             "catch_up", catch_up, f"one of {', '.join(CATCH_UP_POLICIES)}", job=name
         )
-    if (
-        isinstance(max_catch_up, bool)
-        or not isinstance(max_catch_up, int)
-        or not 1 <= max_catch_up <= 1000
-    ):
-        raise TaskDeclarationInvalid(
-            "max_catch_up", max_catch_up, "a whole number from 1 to 1000", job=name
-        )
+    validate.whole(
+        max_catch_up,
+        field="max_catch_up",
+        most=1000,
+        error=partial(TaskDeclarationInvalid, job=name),
+    )
 
 
 def check_entries(name: str, answer: object) -> Entries:

@@ -12,7 +12,8 @@
 id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key, attempt,
 max_attempts, run_at, created_at, started_at, finished_at, lease_owner,
 lease_expires_at, worker_id, last_error, error_code, stop_reason, progress, result,
-correlation_id, enqueued_by, concurrency_key, redact, shown_key, fingerprint
+correlation_id, enqueued_by, concurrency_key, redact, shown_key, fingerprint,
+parent_id
 
 -- fragment: archive_uncount
 -- Take the rows of a `gone` CTE (queue, state, finished_at: rows this statement

@@ -755,6 +755,24 @@ kept AS (
 )
 SELECT released.id FROM released;
 
+-- name: job_hand_back :many
+-- Hand a claimed job back untouched (P11): its stored input is of a newer version
+-- than this worker's code declares (a worker of the previous deploy met a row of the
+-- next one). Lease released, the attempt not counted, no error kept, due again after
+-- `delay` seconds as 'delayed', so this worker does not claim it again at once while
+-- a worker of the newer code can. Fenced (W3).
+UPDATE ultimate_jobs_job AS job
+   SET state = 'delayed',
+       run_at = coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => %(delay)s::double precision),
+       lease_owner = NULL,
+       lease_expires_at = NULL,
+       attempt = job.attempt - 1
+ WHERE job.id = %(id)s::uuid
+   AND job.state = 'running'
+   AND job.lease_owner = %(lease_owner)s::uuid
+RETURNING job.id;
+
 -- name: job_requeue :many
 -- Requeue ONE finished job (done, failed, dead, cancelled) as a fresh run: attempt 0,
 -- due now, error cleared, a new run_id, its queue woken (N1). Refused (no row) when the

@@ -47,6 +47,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.signals import pre_delete, pre_save
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.context import (
     crossing_scope,
     current_crossing,
@@ -60,7 +61,7 @@ from ultimate_jobs.ground.exceptions import (
 )
 from ultimate_jobs.tenancy import rls, threads
 
-logger = logging.getLogger("ultimate_jobs.tenancy")
+logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=models.Model)
 
 
@@ -284,8 +285,7 @@ class TenantScopedManager(models.Manager[M], Generic[M]):
             raise InvalidArgument(
                 "tenant_field", tenant_field, "the name of the model's tenant field"
             )
-        if not isinstance(rls, bool):
-            raise InvalidArgument("rls", rls, "True or False")
+        validate.flag(rls, field="rls")
         self.tenant_field = tenant_field
         self.rls = rls
 

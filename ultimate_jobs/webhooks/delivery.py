@@ -38,6 +38,7 @@ pinned address needs no dependency. A refused address is ``WebhookAddressRefused
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -53,6 +54,7 @@ from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.declaration.run import Run
 from ultimate_jobs.enqueue.factory import declare
 from ultimate_jobs.enqueue.handle import JobHandle
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.durations import Duration, parse_duration
 from ultimate_jobs.ground.exceptions import (
     InvalidJobPayload,
@@ -155,8 +157,16 @@ class Delivery:
         run.cancel_token.raise_if_cancelled()
         headers = self._headers(target, fact, body)
         started = time.monotonic()
-        allowed = allowed_networks(get_settings().WEBHOOK_ALLOWED_NETWORKS)
-        answer = post(target.url, body, headers, self.timeout, allowed=allowed)
+        settings = get_settings()
+        allowed = allowed_networks(settings.WEBHOOK_ALLOWED_NETWORKS)
+        answer = post(
+            target.url,
+            body,
+            headers,
+            self.timeout,
+            allowed=allowed,
+            secret_patterns=settings.WEBHOOK_SECRET_PATTERNS,
+        )
         duration = time.monotonic() - started
         failures = self.ledger.record(
             DeliveryAttempt(
@@ -350,14 +360,11 @@ def webhook(
             "a WebhookLedger (DatabaseWebhookLedger(), MemoryWebhookLedger())",
             job=name,
         )
-    if (
-        isinstance(disable_after, bool)
-        or not isinstance(disable_after, int)
-        or disable_after < 1
-    ):
-        raise JobDeclarationInvalid(
-            "disable_after", disable_after, "a whole number of at least 1", job=name
-        )
+    validate.whole(
+        disable_after,
+        field="disable_after",
+        error=functools.partial(JobDeclarationInvalid, job=name),
+    )
     seconds = parse_duration(
         timeout, field="timeout", job=name, error=JobDeclarationInvalid
     )

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.sql import QUERIES
@@ -172,12 +173,7 @@ class MemoryWebhookLedger:
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.keep, bool)
-            or not isinstance(self.keep, int)
-            or self.keep < 1
-        ):
-            raise InvalidArgument("keep", self.keep, "a whole number of at least 1")
+        validate.whole(self.keep, field="keep")
         self.attempts = deque(maxlen=self.keep)
 
     def is_disabled(self, endpoint_id: str) -> bool:

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import WebhookInvalid, WebhookSignatureInvalid
 
 if TYPE_CHECKING:
@@ -167,13 +167,12 @@ def verify_signature(
     enough. A timestamp further than ``tolerance`` seconds from ``now`` (either way)
     is refused, so a captured delivery cannot be replayed later.
     """
-    if (
-        isinstance(tolerance, bool)
-        or not isinstance(tolerance, int | float)
-        or not math.isfinite(tolerance)
-        or tolerance <= 0
-    ):
-        raise WebhookInvalid("tolerance", tolerance, "a positive number of seconds")
+    validate.positive(
+        tolerance,
+        field="tolerance",
+        error=WebhookInvalid,
+        reason="a positive number of seconds",
+    )
     keys = _secrets(secret)
     lowered = {k.lower(): v for k, v in headers.items()}
     found = [lowered.get(name.lower()) for name in SIGNATURE_HEADERS]

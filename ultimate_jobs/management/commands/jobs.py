@@ -15,11 +15,13 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import is_aware, make_aware
 
 from ultimate_jobs import api
+from ultimate_jobs.api import deploy
 from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.api.overview import declared_queues
-from ultimate_jobs.conf import on_alias
+from ultimate_jobs.conf import on_alias, reading_aliases
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
+from ultimate_jobs.runtime.budget import OPERATOR_RESERVE, server_room
 
 
 def instant(value: str | None, field: str) -> datetime | None:
@@ -84,13 +86,17 @@ def os_user() -> str:
 
 
 def actor_of(options: dict[str, Any]) -> api.Operator:
-    """The operator of a command-line verb: ``--actor``, else the OS user (P2)."""
+    """The operator of a command-line verb: ``--actor``, else the OS user (P2); an
+    ``operator`` a caller put in the options (the MCP tools, P9) is taken as it is."""
+    given = options.get("operator")
+    if isinstance(given, api.Operator):
+        return given
     name = options.get("actor") or os_user()
     return api.operator_of(api.Operator(name, name, "cli"))
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters, manifest."
+    help = "Inspect and operate jobs: list, show, retry, cancel, remove, promote, bulk, pause, resume, workers, stats, counters, manifest, deploy-check."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -104,6 +110,7 @@ class Command(BaseCommand):
         listing = verbs.add_parser("list", help="one page of jobs, newest first")
         _filters(listing)
         listing.add_argument("--key", help="jobs holding this idempotency key")
+        listing.add_argument("--parent", help="the children of this job id (S11)")
         listing.add_argument(
             "--fingerprint",
             help="jobs whose last failed attempt has this fingerprint (P10, jobs show)",
@@ -203,6 +210,19 @@ class Command(BaseCommand):
         _reason(bulk)
         _json(bulk)
         add_actor_argument(bulk)
+        check = verbs.add_parser(
+            "deploy-check",
+            help="what this code declares against the live rows and stored schedules "
+            "of every alias; exits 1 naming each problem (P11)",
+        )
+        check.add_argument(
+            "--sample",
+            type=int,
+            default=deploy.DEFAULT_SAMPLE,
+            help="stored inputs decoded per job name and alias "
+            f"(default {deploy.DEFAULT_SAMPLE})",
+        )
+        _json(check)
         counted = verbs.add_parser("counters", help="per-job counts since a time (P5)")
         counted.add_argument("--since", default="1h", help="a duration: 1h, 1d, 7d")
         counted.add_argument("--name", help="one job's name (default: every job)")
@@ -216,11 +236,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
         try:
-            if options.get("database"):
-                with on_alias(options["database"]):
-                    result = getattr(self, f"do_{verb}")(options)
-            else:
-                result = getattr(self, f"do_{verb}")(options)
+            result = self.answer(verb, options)
         except JobsError as exc:
             if options.get("json"):
                 self.stdout.write(
@@ -231,6 +247,17 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=str))
         else:
             self._print(verb, result)
+        if verb == "deploy-check" and not result["ok"]:
+            raise CommandError(
+                f"deploy-check: {len(result['problems'])} problem(s), listed above"
+            )
+
+    def answer(self, verb: str, options: dict[str, Any]) -> Any:
+        """The ``--json`` document of one verb (the MCP tools answer it too, P9)."""
+        if options.get("database"):
+            with on_alias(options["database"]):
+                return getattr(self, f"do_{verb.replace('-', '_')}")(options)
+        return getattr(self, f"do_{verb.replace('-', '_')}")(options)
 
     # -- verbs -----------------------------------------------------------------------
 
@@ -242,6 +269,7 @@ class Command(BaseCommand):
             tenant=options["tenant"],
             key=options["key"],
             id_prefix=options["id_prefix"],
+            parent=options["parent"],
             created_from=instant(options["created_from"], "created_from"),
             created_to=instant(options["created_to"], "created_to"),
             fingerprint=options["fingerprint"],
@@ -338,7 +366,9 @@ class Command(BaseCommand):
                 f"warning: no job of this deploy declares queue {queue!r} (nor the "
                 "QUEUES setting); pausing it anyway: check the name"
             )
-        was_running = api.pause_queue(queue, by="manage.py jobs")
+        was_running = api.pause_queue(
+            queue, by=options.get("paused_by") or "manage.py jobs"
+        )
         return {
             "queue": options["queue"],
             "paused": True,
@@ -359,6 +389,9 @@ class Command(BaseCommand):
             reason=options["reason"],
             actor=actor_of(options),
         )
+
+    def do_deploy_check(self, options: dict[str, Any]) -> dict[str, Any]:
+        return deploy.deploy_check(sample=options["sample"])
 
     def do_counters(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return counters.totals(since=options["since"], name=options["name"])
@@ -395,8 +428,16 @@ class Command(BaseCommand):
                     f"{worker['id']}  queues={','.join(worker['queues'])} slots={worker['slots']} "
                     f"in_flight={len(worker['in_flight'])} heartbeat={worker['heartbeat_at']}"
                 )
+            self._print_fleet()
         elif verb == "show":
             self._print_show(result)
+        elif verb == "deploy-check":
+            for problem in result["problems"]:
+                self.stdout.write(f"{problem['code']}: {problem['message']}")
+            if result["ok"]:
+                self.stdout.write(
+                    f"deploy-check: no problem on {', '.join(result['aliases'])}"
+                )
         elif verb == "retry" and "affected" in result:
             moved = result["affected"]
             self.stdout.write(
@@ -406,6 +447,21 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(" ".join(f"{k}={v}" for k, v in result.items()))
+
+    def _print_fleet(self) -> None:
+        """The fleet's connections on each alias against its budget (issue 31)."""
+        for alias in reading_aliases():
+            try:
+                room = server_room(alias)
+            except JobsError:
+                continue
+            purposes = " ".join(f"{k}={v}" for k, v in sorted(room.ours.items()))
+            self.stdout.write(
+                f"connections on {alias}: fleet={room.fleet} ({purposes or 'none'}) "
+                f"open={room.sessions} max_connections={room.max_connections} "
+                f"usable={room.usable} (superuser {room.superuser_reserved}, "
+                f"operators {OPERATOR_RESERVE})"
+            )
 
     def _print_manifest(self, result: dict[str, Any]) -> None:
         for row in result["jobs"]:

@@ -1,0 +1,73 @@
+"""The job page's parent and children (S11): the job's parent with its state, and its
+children as counts by state, then the first CHILDREN_SHOWN of them (oldest first), each
+linked to its page; the list of all of them is the job list filtered by parent, whose
+pages are keyset pages, so a parent of 10,000 children stays one screen. Rendered by the
+template partial ``admin/ultimate_jobs/job/family.html``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, QuerySet
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+
+from ultimate_jobs.admin.job_list import ParentFilter, StateFilter
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.models import Job, JobArchive
+
+CHILDREN_SHOWN = 20
+
+
+def _tables(alias: str) -> list[QuerySet[Any]]:
+    return [Job.objects.using(alias), JobArchive.objects.using(alias)]
+
+
+def family(job: Job) -> SafeString:
+    """The parent and children of ``job``, or a dash when it has neither."""
+    alias = job._state.db or get_settings().DATABASE
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    parent = None
+    if job.parent_id is not None:
+        found = [
+            row
+            for table in _tables(alias)
+            for row in table.filter(pk=job.parent_id).values("id", "name", "state")
+        ]
+        parent = found[0] if found else {"id": job.parent_id, "name": "", "state": "?"}
+    counts: dict[str, int] = {}
+    shown: list[dict[str, Any]] = []
+    for table in _tables(alias):
+        children = table.filter(parent_id=job.id)
+        for row in children.values("state").annotate(n=Count("id")).order_by():
+            counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
+        shown += children.order_by("id").values("id", "name", "state")[:CHILDREN_SHOWN]
+    shown = sorted(shown, key=lambda row: row["id"])[:CHILDREN_SHOWN]
+    total = sum(counts.values())
+    return render_to_string(
+        "admin/ultimate_jobs/job/family.html",
+        {
+            "parent": parent,
+            "children": shown,
+            "total": total,
+            "more": total > len(shown),
+            "by_state": [
+                (
+                    state,
+                    n,
+                    f"{url}?"
+                    + urlencode(
+                        {
+                            ParentFilter.parameter_name: str(job.id),
+                            StateFilter.parameter_name: state,
+                        }
+                    ),
+                )
+                for state, n in sorted(counts.items())
+            ],
+            "all_url": f"{url}?"
+            + urlencode({ParentFilter.parameter_name: str(job.id)}),
+        },
+    )

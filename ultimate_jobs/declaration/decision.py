@@ -1,0 +1,75 @@
+"""What a failed attempt becomes: one pure decision from the row, the error and the
+definition (R1-R3, J5), written afterwards by whichever path saw the failure.
+
+The executor (a body that raised, a payload that did not decode, a timeout) and
+admission (a concurrency key that raised before the body ran) both ask ``decide`` and
+only then write its answer; neither re-derives the policy. Pure: no database, no
+settings, no clock; the jitter's source can be passed in, so the decision is a table.
+
+* the error is terminal (``Terminal``, a terminal ``JobsError``, a class registered
+  "terminal"), or the attempt was the last one: the run stops, ``dead`` when the job
+  dead-letters (the default), ``failed`` when it declared ``dead_letter=False``;
+* otherwise it is retried after the job's backoff (``Retry.next_delay``), or after the
+  time a ``RetryAfter`` named (``Retry.stated``): ``delayed``, or ``ready`` when the
+  wait is zero. A row whose job is not declared here (an unknown name) dead-letters
+  when it stops and waits ``UNDECLARED_DELAY`` seconds when retried.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal, TypedDict
+
+from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.retry import classify
+
+State = Literal["dead", "failed", "delayed", "ready"]
+StopReason = Literal["terminal", "attempts-exhausted"]
+# The wait before retrying a row whose job is not declared in this process.
+UNDECLARED_DELAY = 5.0
+
+
+class Tries(TypedDict):
+    """What the decision reads of a claimed row (a ClaimedJob is one)."""
+
+    attempt: int
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The state a failed attempt leaves its row in, why it stopped, or how long it
+    waits before its next try (seconds)."""
+
+    state: State
+    stop_reason: StopReason | None = None  # None: retried
+    delay: float | None = None  # None: stopped
+
+    @property
+    def stops(self) -> bool:
+        """Whether the run ends here (dead or failed) rather than being retried."""
+        return self.stop_reason is not None
+
+
+def decide(
+    row: Tries,
+    error: BaseException,
+    definition: JobDefinition | None,
+    *,
+    rng: random.Random | None = None,
+) -> Verdict:
+    """The one verdict on a failed attempt of ``row`` that raised ``error``."""
+    verdict = classify(error)
+    if verdict == "terminal" or row["attempt"] >= row["max_attempts"]:
+        stop: StopReason = "terminal" if verdict == "terminal" else "attempts-exhausted"
+        dead_letter = definition.dead_letter if definition is not None else True
+        return Verdict("dead" if dead_letter else "failed", stop_reason=stop)
+    retry = definition.retry if definition is not None else None
+    if isinstance(verdict, float):  # RetryAfter named the time
+        delay = retry.stated(verdict, rng) if retry is not None else verdict
+    elif retry is not None:
+        delay = retry.next_delay(row["attempt"], rng)
+    else:
+        delay = UNDECLARED_DELAY
+    return Verdict("delayed" if delay > 0 else "ready", delay=delay)
