@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from ultimate_jobs.conf import MAX_THREADS
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import InvalidArgument
 
 PROCESSES_PER_CPU = 4
@@ -28,11 +29,7 @@ MAX_PORT = 65_535
 
 def check_count(flag: str, value: object, *, high: int, low: int = 1) -> int:
     """``value`` as a whole number from ``low`` to ``high``; InvalidArgument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(flag, value, f"a whole number from {low} to {high}")
-    if not low <= value <= high:
-        raise InvalidArgument(flag, value, f"a whole number from {low} to {high}")
-    return value
+    return validate.whole(value, field=flag, least=low, most=high)
 
 
 def process_ceiling(*, force: bool, cpus: int | None = None) -> int:
