@@ -12,6 +12,10 @@
   (synchronous_commit off or local): see docs/outbox.md (issue 31).
 - ultimate_jobs.W005: a Django setting looks like ULTIMATE_JOBS but is not it
   (``ULTIMATE_JOB = {...}``, ``ULTIMATE_JOBS_LEASE = "60s"``): it is ignored.
+- ultimate_jobs.W004: a jobs database lacks migrations of the app: "run manage.py
+  migrate". A database check (``manage.py check --database default``, and ``migrate``
+  itself), as Django's own checks that query are; a warning so that ``migrate`` runs.
+  The worker, the relay and the scheduler refuse to start for the same reason.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ultimate_jobs.ground.exceptions import (
     JobsError,
     UnknownSetting,
 )
+from ultimate_jobs.models.migration_state import migration_problems
 from ultimate_jobs.runtime.budget import (
     budget_problem,
     durability_problem,
@@ -133,3 +138,23 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 )
             )
     return found
+
+
+@register("ultimate_jobs", Tags.database)
+def check_migrations(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """W004: a jobs database (of the ones asked about) lacks the app's migrations."""
+    try:
+        aliases = load_settings(getattr(settings, "ULTIMATE_JOBS", {})).aliases
+    except ConfigurationError:
+        return []  # E001/E002 say it
+    asked = tuple(alias for alias in aliases if alias in (databases or ()))
+    return [
+        Warning(
+            problem.message,
+            hint="Workers refuse to start until it is run.",
+            id="ultimate_jobs.W004",
+        )
+        for problem in migration_problems(asked)
+    ]

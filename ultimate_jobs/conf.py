@@ -69,6 +69,7 @@ Kind = Literal[
     "networks",
     "regexes",
     "retention",
+    "modules",
 ]
 HOUR, DAY = 3600.0, 86400.0
 # Handler threads (and pooled connections) per worker process: past this a typo such
@@ -408,6 +409,17 @@ class JobsSettings:
         doc="the JSON a `@job(store_result=True)` body may return; a larger result "
         "fails the job with `X_RESULT_TOO_LARGE` ([jobs.md](jobs.md#optional-fields))",
     )
+    AUTODISCOVER: tuple[str, ...] = _key(
+        ("jobs", "tasks"),
+        kind="modules",
+        least=0,
+        most=50,
+        values='list of module names, or `"a,b"` in the environment',
+        doc="the module of every installed app imported at start-up to declare jobs and "
+        "tasks: `jobs.py`, and `tasks.py` as Celery, Procrastinate and `django.tasks` "
+        "projects name it (issue 30); a job in a module nobody imports is unknown to "
+        "the worker, and the dashboard warns of its waiting runs",
+    )
 
     def database_for(self, queue: str) -> str:
         """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
@@ -571,6 +583,16 @@ def _regexes(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _module_names(key: str, value: object) -> tuple[str, ...]:
+    names = _strings(key, value)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                key, value, f"{name!r} is not a module name like 'jobs' or 'tasks'"
+            )
+    return names
+
+
 def _bounds(spec: Setting) -> tuple[int, int]:
     """A count's or a size's bounds (every such key declares both: Setting checks)."""
     if spec.least is None or spec.most is None:  # pragma: no cover - refused below
@@ -641,6 +663,7 @@ _CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
     "networks": _sized(_networks),
     "regexes": _sized(_regexes),
     "retention": _sized(_retention),
+    "modules": _sized(_module_names),
 }
 
 
@@ -699,6 +722,7 @@ _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
     "networks": list,
     "regexes": json.loads,  # a JSON list: a pattern may hold a comma
     "retention": json.loads,
+    "modules": list,
 }
 ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
     name: _ENV_CASTS[spec.kind] for name, spec in SPECS.items()

@@ -154,6 +154,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_WEBHOOK_SECRET_PATTERNS": '["/in/([^/]{2,})", "/k/(.+)"]',
         "ULTIMATE_JOBS_RUN_LOG_MAX_ENTRIES": "0",
         "ULTIMATE_JOBS_MAX_RESULT_BYTES": "1024",
+        "ULTIMATE_JOBS_AUTODISCOVER": "jobs,workers.background",
     }
     assert {name.removeprefix("ULTIMATE_JOBS_") for name in env} == keys
     read = load_settings({"CONCURRENCY": 2, "LEASE": 30}, env)
@@ -190,6 +191,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         WEBHOOK_SECRET_PATTERNS=("/in/([^/]{2,})", "/k/(.+)"),
         RUN_LOG_MAX_ENTRIES=0,
         MAX_RESULT_BYTES=1024,
+        AUTODISCOVER=("jobs", "workers.background"),
     )
 
 

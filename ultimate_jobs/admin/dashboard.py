@@ -33,6 +33,7 @@ from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT, triage
 from ultimate_jobs.api.overview import overview
+from ultimate_jobs.api.unserved import unserved
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import Dashboard
@@ -161,6 +162,7 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             "can_operate": self.has_operate_permission(request),
             "queue_url": reverse("admin:ultimate_jobs_dashboard_queue"),
             "workers": len(api.workers()),
+            "unserved": unserved(queues),
             "triage": triage_rows(triage.groups()),
             "triage_url": reverse("admin:ultimate_jobs_dashboard_triage"),
             "several_databases": len(get_settings().aliases) > 1,

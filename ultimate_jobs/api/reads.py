@@ -245,14 +245,14 @@ def list_jobs(
 ) -> dict[str, Any]:
     """One page of jobs, newest first (P3).
 
-        A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
-        (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
-        ``previous`` that of the page before it (newer), to pass as ``before``; each is
-        None when there is no such page. ``fingerprint`` keeps the jobs whose last failed
-    attempt has it (P10). ``key`` is an idempotency key, ``created_from``
-        (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
-        most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
-        once are JobPageInvalid.
+    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+    (its id and why); the page and its cursors count it like any row. ``next`` is the
+    cursor of the following (older) page, to pass as ``after``; ``previous`` that of
+    the page before it (newer), to pass as ``before``; each is None when there is no
+    such page. ``fingerprint`` keeps the jobs whose last failed attempt has it (P10).
+    ``key`` is an idempotency key, ``created_from`` (inclusive) and ``created_to``
+    (exclusive) bound the creation time. A page holds at most MAX_PAGE jobs; a larger
+    one, a cursor that is not a job id, or both cursors at once are JobPageInvalid.
     """
     validate.whole(
         limit,

@@ -225,7 +225,7 @@ def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
     role. ``options`` are the fields of RoleOptions (queues, concurrency, worker_id,
     max_jobs, extra).
     """
-    lifecycle = Lifecycle()
+    lifecycle = Lifecycle(drain_timeout=settings.DRAIN_TIMEOUT)
     lifecycle.install_signals()
     # Issue 31: warn when this process would leave operators no connection, or when
     # the alias commits asynchronously (runtime/budget.py).

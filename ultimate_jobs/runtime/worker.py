@@ -225,9 +225,10 @@ class Worker:
 
     def _on_notification(self, queue: str) -> None:
         if queue in self.queues:
-            # A wake may be for a row not ready yet (a resumed wait, a promotion): the
-            # staging pass runs first; it also says whether the claim has work (N1).
-            self._wake_to_stage()
+            # One hop: the claim runs first; only when it finds nothing does the
+            # staging pass look for a row not ready yet (a resumed wait, a promotion).
+            self.claimer.claim_soon()
+            self.wake()
 
     def _wake_to_stage(self) -> None:
         self.claimer.stage_soon()

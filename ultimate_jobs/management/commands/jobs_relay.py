@@ -12,6 +12,7 @@ from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
 from ultimate_jobs.management.sizes import MAX_BATCH_SIZE, check_count
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.relay import BATCH_SIZE
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
@@ -48,6 +49,7 @@ class Command(BaseCommand):
                     empty=False,
                 )
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
         raise SystemExit(

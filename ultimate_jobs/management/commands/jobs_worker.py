@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.enqueue.queues import check_declared
 from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
@@ -22,6 +23,7 @@ from ultimate_jobs.management.sizes import (
     check_processes,
 )
 from ultimate_jobs.management.supervisor import supervise, watch_supervisor
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
@@ -36,6 +38,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--queues",
             help="comma-separated queues (default: QUEUES, or every declared queue)",
+        )
+        parser.add_argument(
+            "--allow-unknown-queues",
+            action="store_true",
+            help="serve --queues that no job and no QUEUES entry declares "
+            "(default: refuse them, naming the closest declared queue)",
         )
         parser.add_argument(
             "--concurrency", type=int, help="handler threads (default: CONCURRENCY)"
@@ -75,6 +83,7 @@ class Command(BaseCommand):
         try:
             _check_sizes(options)
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
             queues = (
                 [
                     validate_queue(q.strip(), field="--queues")
@@ -83,6 +92,9 @@ class Command(BaseCommand):
                 if options["queues"]
                 else None
             )
+            if queues and not options["allow_unknown_queues"]:
+                for queue in queues:
+                    check_declared(queue, settings, field="--queues")
             limits = limits_from_options(options)
             if options["worker_id"] is not None:
                 check_text(
