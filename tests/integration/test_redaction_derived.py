@@ -40,6 +40,7 @@ from ultimate_jobs.observability.logs import (
     JsonFormatter,
     make_formatter,
 )
+from ultimate_jobs.observability.redaction import logged_correlation
 
 pytestmark = pytest.mark.django_db
 
@@ -248,3 +249,19 @@ def test_the_worker_log_lines_carry_the_correlation_id_as_shown(jobs):
         assert getattr(record, "correlation_id", None) == f"req-{REDACTED}", record.msg
     for line in lines.lines:
         assert_clean("a worker log line", line)
+
+
+def test_a_claimed_row_s_correlation_id_is_logged_as_shown(undeclared):
+    """The claim, lease, heartbeat and crash lines name the row they hold through
+    ``logged_correlation``: the row's stored paths hide the value even where this
+    process does not declare the job; an id that holds nothing hidden is unchanged."""
+    row = {
+        "name": reset_password.name,
+        "correlation_id": f"req-{CODE.upper()}",
+        "input": json.dumps({"user": "ada", "code": CODE}),
+        "redact": ["code"],
+    }
+    assert logged_correlation(row) == f"req-{REDACTED}"
+    assert logged_correlation({**row, "redact": None}) == f"req-{CODE.upper()}"
+    assert logged_correlation({**row, "correlation_id": "req-42"}) == "req-42"
+    assert logged_correlation({**row, "correlation_id": ""}) == ""
