@@ -209,3 +209,19 @@ def test_the_list_pages_do_not_read_the_input_column(admin_client, model):
     for sql in reads:
         for column in ("input", "result", "progress", "last_error"):
             assert f'"{table}"."{column}"' not in sql
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["job", "jobarchive"])
+@pytest.mark.parametrize("key", ["created_from", "created_to"])
+@pytest.mark.parametrize("value", ["0000-0-0", "2026-02-30", "2026-13-01T00:00"])
+def test_an_impossible_date_in_a_list_filter_is_refused_not_a_500(
+    admin_client, page, key, value
+):
+    """Found by the property test: ``created_from=0000-0-0`` is well formed, so
+    Django's date parser raised ValueError ("year 0 is out of range") into a 500."""
+    from django.urls import reverse
+
+    url = reverse(f"admin:ultimate_jobs_{page}_changelist")
+    response = admin_client.get(url, {key: value})
+    assert response.status_code == 302 and "e=1" in response["Location"]

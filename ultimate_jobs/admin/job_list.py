@@ -307,15 +307,22 @@ class FiredByFilter(_ValueFilter):
 
 
 def parse_instant(value: str) -> datetime:
-    """An ISO 8601 date or time; a naive one is read in the current time zone."""
-    moment = parse_datetime(value)
-    if moment is None:
-        day = parse_date(value)
-        if day is None:
-            raise IncorrectLookupParameters(f"not a date or time: {value!r}")
-        moment = datetime(day.year, day.month, day.day)
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
+    """An ISO 8601 date or time; a naive one is read in the current time zone.
+
+    Django's parsers raise ``ValueError`` (or ``OverflowError``) for a well-formed
+    but impossible value (``0000-0-0``, ``2026-02-30``, a year past 9999 once made
+    aware): that is the operator's typo, refused like a malformed one, never a 500."""
+    try:
+        moment = parse_datetime(value)
+        if moment is None:
+            day = parse_date(value)
+            if day is None:
+                raise IncorrectLookupParameters(f"not a date or time: {value!r}")
+            moment = datetime(day.year, day.month, day.day)
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment)
+    except (ValueError, OverflowError) as exc:
+        raise IncorrectLookupParameters(f"not a date or time: {value!r}") from exc
     return moment
 
 
