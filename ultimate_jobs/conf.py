@@ -34,7 +34,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import (
@@ -64,7 +67,9 @@ Kind = Literal[
     "queues",
     "patterns",
     "networks",
+    "regexes",
     "retention",
+    "modules",
 ]
 HOUR, DAY = 3600.0, 86400.0
 # Handler threads (and pooled connections) per worker process: past this a typo such
@@ -375,6 +380,17 @@ class JobsSettings:
         '`["127.0.0.1/32"]` for a local receiver ([security.md]'
         "(security.md#b6-webhooks-reach-public-addresses-only))",
     )
+    WEBHOOK_SECRET_PATTERNS: tuple[str, ...] = _key(
+        DEFAULT_SECRET_PATTERNS,
+        kind="regexes",
+        least=0,
+        most=200,
+        shown="Slack, Discord, Teams, Zapier, Mattermost, Telegram, long tokens",
+        values="list of regular expressions; in the environment a JSON list",
+        doc="secrets in webhook URL paths, masked (`***`) in the ledger, `last_error` "
+        "and logs: group 1 of each match, else the match ([security.md]"
+        "(security.md#b6-webhooks-reach-public-addresses-only); issue 31)",
+    )
     RUN_LOG_MAX_ENTRIES: int = _key(
         200,
         kind="count",
@@ -392,6 +408,17 @@ class JobsSettings:
         values="bytes",
         doc="the JSON a `@job(store_result=True)` body may return; a larger result "
         "fails the job with `X_RESULT_TOO_LARGE` ([jobs.md](jobs.md#optional-fields))",
+    )
+    AUTODISCOVER: tuple[str, ...] = _key(
+        ("jobs", "tasks"),
+        kind="modules",
+        least=0,
+        most=50,
+        values='list of module names, or `"a,b"` in the environment',
+        doc="the module of every installed app imported at start-up to declare jobs and "
+        "tasks: `jobs.py`, and `tasks.py` as Celery, Procrastinate and `django.tasks` "
+        "projects name it (issue 30); a job in a module nobody imports is unknown to "
+        "the worker, and the dashboard warns of its waiting runs",
     )
 
     def database_for(self, queue: str) -> str:
@@ -543,6 +570,29 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _regexes(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigurationError(
+                key, value, f"{item!r} is not a regular expression ({exc})"
+            ) from None
+        out.append(item)
+    return tuple(out)
+
+
+def _module_names(key: str, value: object) -> tuple[str, ...]:
+    names = _strings(key, value)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                key, value, f"{name!r} is not a module name like 'jobs' or 'tasks'"
+            )
+    return names
+
+
 def _bounds(spec: Setting) -> tuple[int, int]:
     """A count's or a size's bounds (every such key declares both: Setting checks)."""
     if spec.least is None or spec.most is None:  # pragma: no cover - refused below
@@ -611,7 +661,9 @@ _CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
     "queues": _sized(_queues),
     "patterns": _sized(_patterns),
     "networks": _sized(_networks),
+    "regexes": _sized(_regexes),
     "retention": _sized(_retention),
+    "modules": _sized(_module_names),
 }
 
 
@@ -668,7 +720,9 @@ _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
     "queues": _env_queues,
     "patterns": list,
     "networks": list,
+    "regexes": json.loads,  # a JSON list: a pattern may hold a comma
     "retention": json.loads,
+    "modules": list,
 }
 ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
     name: _ENV_CASTS[spec.kind] for name, spec in SPECS.items()

@@ -23,7 +23,15 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import cells, job_details, job_family, job_list, job_page
+from ultimate_jobs.admin import (
+    cells,
+    charts,
+    job_details,
+    job_family,
+    job_list,
+    job_page,
+)
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -173,6 +181,21 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "redact",
         "shown_key",
     )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The live jobs; finished ones move to the archive after ARCHIVE_AFTER, so the
+        list says where they went once there are any (issue 30)."""
+        extra = {
+            "archived_any": JobArchive.objects.using(get_settings().DATABASE)
+            .order_by()
+            .exists(),
+            "archive_after": charts.age(get_settings().ARCHIVE_AFTER),
+            "archive_url": reverse("admin:ultimate_jobs_jobarchive_changelist"),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The list, read now: a row Python cannot read is left out and named (B4)."""
@@ -393,7 +416,7 @@ def _stores_result(job: Job) -> bool:
 
 
 @admin.register(QueuePause)
-class QueuePauseAdmin(QueuePauseModelAdmin):
+class QueuePauseAdmin(InputGuard, QueuePauseModelAdmin):
     """The paused queues. A queue is paused from the dashboard's buttons (who is
     recorded, the name checked); deleting a row here resumes the queue through
     ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""

@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from ultimate_jobs import api
+from ultimate_jobs.admin.guard import guard_urls
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.models import DeclaredJob
 
@@ -38,13 +39,15 @@ class ManifestAdmin(ReadOnly, DeclaredJobModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="{}_{}_changelist".format(*info),
-            )
-        ]
+        return guard_urls(
+            [
+                path(
+                    "",
+                    self.admin_site.admin_view(self.changelist_view),
+                    name="{}_{}_changelist".format(*info),
+                )
+            ]
+        )
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

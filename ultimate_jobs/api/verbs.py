@@ -334,6 +334,11 @@ def cancel_by_key(
         )
     if tenant is not ANY_TENANT and tenant is not None and not isinstance(tenant, str):
         raise InvalidArgument("tenant", tenant, "a tenant id, or None for no tenant")
+    # B4: a NUL or a lone surrogate is refused here, not by PostgreSQL (issue 31).
+    check_text(job_name, field="name", max_length=200)
+    check_text(key, field="key", max_length=MAX_KEY_LENGTH)
+    if isinstance(tenant, str):
+        check_text(tenant, field="tenant", max_length=200)
     holders: list[tuple[uuid.UUID, str | None]] = []
     for alias in reading_aliases():  # Q1: the job's queue may live on any alias
         live = (
@@ -478,6 +483,11 @@ def bulk(
         raise InvalidArgument(
             "state", state, f"{verb} takes one of {', '.join(states)}"
         )
+    if queue is not None:
+        validate_queue(queue, field="queue")
+    for field, value in (("name", name), ("tenant_id", tenant_id)):
+        if value is not None:  # B4: checked before any statement (issue 31)
+            check_text(value, field=field, max_length=200)
     if fingerprint is not None:
         fingerprint = check_fingerprint(fingerprint)
     filters = {

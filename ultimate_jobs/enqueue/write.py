@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
@@ -80,6 +80,8 @@ def enqueue_inputs(
     by_alias: dict[str, list[int]] = {}
     for index, row in enumerate(rows):  # Q1: each row goes to its queue's alias
         by_alias.setdefault(settings.database_for(row.queue), []).append(index)
+    for alias in by_alias:  # the app installed, PostgreSQL: said before any SQL
+        ensure_jobs_database(alias)
     answers: list[Enqueued | None] = [None] * len(rows)
     staged = False
     for alias, indexes in by_alias.items():  # one statement per alias

@@ -336,6 +336,18 @@ class Executor:
                 run_at=row["run_at"] if row else None,
                 due_in=row["due_in"] if row else None,
             )
+        if token.is_set() and token.reason == DRAINING:
+            # The body returned although its worker asked it to stop: a body that
+            # returns on its token is marked done, mid-work or not (issue 30).
+            logger.warning(
+                "jobs.attempt.returned-while-draining",
+                extra={
+                    **job_fields(job),
+                    "outcome": "completed",
+                    "hint": "raise (run.cancel_token.raise_if_cancelled()) to hand the "
+                    "job back to the queue instead",
+                },
+            )
         return self._completed(
             job,
             ending.handle,

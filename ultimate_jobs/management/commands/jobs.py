@@ -18,9 +18,10 @@ from ultimate_jobs import api
 from ultimate_jobs.api import deploy
 from ultimate_jobs.api import reads as introspection
 from ultimate_jobs.api.overview import declared_queues
-from ultimate_jobs.conf import on_alias
+from ultimate_jobs.conf import on_alias, reading_aliases
 from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.observability import counters
+from ultimate_jobs.runtime.budget import OPERATOR_RESERVE, server_room
 
 
 def instant(value: str | None, field: str) -> datetime | None:
@@ -427,6 +428,7 @@ class Command(BaseCommand):
                     f"{worker['id']}  queues={','.join(worker['queues'])} slots={worker['slots']} "
                     f"in_flight={len(worker['in_flight'])} heartbeat={worker['heartbeat_at']}"
                 )
+            self._print_fleet()
         elif verb == "show":
             self._print_show(result)
         elif verb == "deploy-check":
@@ -445,6 +447,21 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(" ".join(f"{k}={v}" for k, v in result.items()))
+
+    def _print_fleet(self) -> None:
+        """The fleet's connections on each alias against its budget (issue 31)."""
+        for alias in reading_aliases():
+            try:
+                room = server_room(alias)
+            except JobsError:
+                continue
+            purposes = " ".join(f"{k}={v}" for k, v in sorted(room.ours.items()))
+            self.stdout.write(
+                f"connections on {alias}: fleet={room.fleet} ({purposes or 'none'}) "
+                f"open={room.sessions} max_connections={room.max_connections} "
+                f"usable={room.usable} (superuser {room.superuser_reserved}, "
+                f"operators {OPERATOR_RESERVE})"
+            )
 
     def _print_manifest(self, result: dict[str, Any]) -> None:
         for row in result["jobs"]:
