@@ -118,7 +118,7 @@ $$;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0010_workflows"),
+        ("ultimate_jobs", "0011_archive_children"),
     ]
 
     operations = [
