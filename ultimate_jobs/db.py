@@ -233,6 +233,35 @@ class DjangoDatabase:
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
 
+    def hot(self, query: Query[R], /, **params: Any) -> list[R]:
+        """``run`` through the hot door (``_Hot``) on Django's own connection, for the
+        enqueue's statements (issue 26): one prepared round trip, binary parameters and
+        results, no cursor. Only outside a transaction (autocommit, no atomic block):
+        the door sends no BEGIN, so a statement inside one takes ``run``, which joins
+        it; likewise while queries are logged or without prepared statements."""
+        wrapper = connections[self.alias]
+        if wrapper.queries_logged or not _prepared_statements():
+            return self.run(query, **params)
+        _check_params(query, params)
+        self.unreadable = []
+        try:
+            with wrapper.wrap_database_errors:
+                wrapper.ensure_connection()
+                raw = wrapper.connection
+                if (
+                    wrapper.in_atomic_block
+                    or not raw.autocommit
+                    or raw.pgconn.transaction_status != pq.TransactionStatus.IDLE
+                ):
+                    return self.run(query, **params)
+                doors = _DJANGO_HOT.__dict__
+                hot = doors.get(self.alias)
+                if hot is None or hot.conn is not raw:  # a new connection: a new door
+                    hot = doors[self.alias] = _Hot(raw, prepare=True)
+                return hot.run(query, params, self.unreadable)
+        except DatabaseError as exc:
+            raise QueryError(query.name, exc) from exc
+
 
 def _prepared_statements() -> bool:
     return get_settings().PREPARED_STATEMENTS
@@ -411,17 +440,23 @@ class _Hot:
                 query.native.encode(), values, types, formats, _BINARY
             )
         statement = f"uj_{query.name}".encode()
-        if statement not in self.prepared:
-            result = self.pgconn.prepare(statement, query.native.encode(), types)
-            if result.status != pq.ExecStatus.COMMAND_OK:
-                raise psycopg.errors.error_from_result(result, self.encoding)
-            self.prepared.add(statement)
-        # A NULL parameter is None, as libpq takes it (the stubs say bytes only).
-        result = self.pgconn.exec_prepared(
-            statement, cast(list[bytes], values), formats, _BINARY
-        )
-        if result.error_field(pq.DiagnosticField.SQLSTATE) == _GONE.encode():
+        for _ in range(2):
+            if statement not in self.prepared:
+                result = self.pgconn.prepare(statement, query.native.encode(), types)
+                if result.status != pq.ExecStatus.COMMAND_OK:
+                    raise psycopg.errors.error_from_result(result, self.encoding)
+                self.prepared.add(statement)
+            # A NULL parameter is None, as libpq takes it (the stubs say bytes only).
+            result = self.pgconn.exec_prepared(
+                statement, cast(list[bytes], values), formats, _BINARY
+            )
+            if result.error_field(pq.DiagnosticField.SQLSTATE) != _GONE.encode():
+                break
             self.prepared.discard(statement)  # prepared again on the next call
+            if self.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                break  # a transaction the failure aborted: the caller's to handle
+            # Outside a transaction nothing ran: prepare it again and run it now (a
+            # psycopg ROLLBACK on Django's connection sends DEALLOCATE ALL).
         return result
 
     def run(
@@ -495,6 +530,11 @@ class _Hot:
             else:
                 values[name] = str(value)
         return values
+
+
+# The hot door's state on this thread's Django connection, by alias (Django's
+# connections are per thread): replaced when the alias gets a new connection.
+_DJANGO_HOT = threading.local()
 
 
 def hot_door(db: Any) -> Callable[..., list[Any]]:
