@@ -254,10 +254,13 @@ class DjangoDatabase:
                     or raw.pgconn.transaction_status != pq.TransactionStatus.IDLE
                 ):
                     return self.run(query, **params)
-                doors = _DJANGO_HOT.__dict__
-                hot = doors.get(self.alias)
-                if hot is None or hot.conn is not raw:  # a new connection: a new door
-                    hot = doors[self.alias] = _Hot(raw, prepare=True)
+                # The door's state lives on the connection it prepared on (the
+                # statements the server holds for that session): a new connection
+                # gets a new door, and no other connection can see this one's.
+                hot = getattr(raw, _DOOR, None)
+                if hot is None:
+                    hot = _Hot(raw, prepare=True)
+                    setattr(raw, _DOOR, hot)
                 return hot.run(query, params, self.unreadable)
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
@@ -532,9 +535,8 @@ class _Hot:
         return values
 
 
-# The hot door's state on this thread's Django connection, by alias (Django's
-# connections are per thread): replaced when the alias gets a new connection.
-_DJANGO_HOT = threading.local()
+# The attribute of a Django-made psycopg connection holding its hot door's state.
+_DOOR = "_ultimate_jobs_hot_door"
 
 
 def hot_door(db: Any) -> Callable[..., list[Any]]:
