@@ -23,11 +23,13 @@ after a deadline, a lost lease or an operator's cancel they are refused (``JobAb
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -148,7 +150,7 @@ class Journal:
         job: ClaimedJob,
         definition: JobDefinition,
         token: CancelToken,
-        deadlines: Deadlines,
+        deadlines: Deadlines | None,
         now: Callable[[], Any],
     ) -> None:
         self.db = db
@@ -157,6 +159,7 @@ class Journal:
         self.job = job
         self.definition = definition
         self.token = token
+        # None: the job has no timeout and no step_timeout, so nothing can expire.
         self.deadlines = deadlines
         self.now = now
         self.suspension: RunSuspended | None = None
@@ -164,6 +167,12 @@ class Journal:
         self.progress = Progress(self._write_progress, token)
         self._stored: dict[str, Stored] | None = None
         self._seen: set[str] = set()
+
+    def _bounded(self, name: str) -> AbstractContextManager[None]:
+        """The step's deadline (S6), when the job declares one."""
+        if self.deadlines is None:
+            return contextlib.nullcontext()
+        return self.deadlines.step(name)
 
     # -- run.step / run.atomic_step ------------------------------------------------
 
@@ -175,7 +184,7 @@ class Journal:
         self.refuse_to_start(name)
         started = time.monotonic()
         with tracing.step_span(name, "step"):
-            with self.deadlines.step(name):
+            with self._bounded(name):
                 result = self._call(fn)
             return self._record(name, "step", result, started)
 
@@ -200,7 +209,7 @@ class Journal:
         started = time.monotonic()
         with (
             tracing.step_span(name, "atomic"),
-            self.deadlines.step(name),
+            self._bounded(name),
             transaction.atomic(using=self.alias),
         ):
             result = self._call(fn)
