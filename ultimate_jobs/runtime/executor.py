@@ -24,7 +24,6 @@ from django.db import close_old_connections
 
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.declaration import payload
-from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.declaration.registry import Declared, Registry, registry
 from ultimate_jobs.declaration.run import TIMEOUT, CancelToken, Run
@@ -32,16 +31,15 @@ from ultimate_jobs.durable.deadlines import ATTEMPT
 from ultimate_jobs.ground.context import (
     correlation_scope,
     job_scope,
-    tenant_scope,
 )
 from ultimate_jobs.ground.exceptions import (
     InputVersionAhead,
-    JobTimeout,
     RunSuspended,
     UnknownJob,
 )
 from ultimate_jobs.ground.signals import job_started
-from ultimate_jobs.observability import metrics, runlogs, tracing
+from ultimate_jobs.observability import runlogs, tracing
+from ultimate_jobs.runtime import overtime
 from ultimate_jobs.runtime.attempt import Ending, open_attempt
 from ultimate_jobs.runtime.finish import Finisher
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, job_fields
@@ -53,9 +51,6 @@ if TYPE_CHECKING:
     from ultimate_jobs.runtime.acks import Acks
 
 logger = logging.getLogger(__name__)
-# How long a body may take to stop after its deadline set its token before it counts
-# as one that ignores it (a body that looks at its token every step stops within it).
-OVERRUN_GRACE = 1.0
 
 
 class Executor:
@@ -216,8 +211,12 @@ class Executor:
         timer = None
         if deadlines is not None:
             if self.deadline_settler is not None:
-                deadlines.on_expiry = lambda what: self._settle_at_deadline(
-                    ending, before_settle, on_overrun
+                deadlines.on_expiry = lambda what: overtime.settle_at_deadline(
+                    ending,
+                    self.finish,
+                    self.deadline_settler,
+                    before_settle,
+                    on_overrun,
                 )
             if definition.timeout is not None:
                 timer = deadlines.arm(definition.timeout, ATTEMPT)
@@ -256,7 +255,7 @@ class Executor:
             # The deadline failed the attempt while the body ran on (S6).
             deadlines.settled_by_deadline.wait()
             if ending.returned:
-                self._abandoned(ending)
+                overtime.abandoned(ending)
             return deadlines.outcome or ending.unsettled()
         if journal is not None:
             if journal.suspension is not None and ending.suspension is None:
@@ -270,8 +269,8 @@ class Executor:
         finish = self.finish
         if token.is_set() and token.reason == TIMEOUT:
             if ending.returned:
-                self._abandoned(ending)
-            error = self._timeout_error(ending)
+                overtime.abandoned(ending)
+            error = overtime.timeout_error(ending)
             return finish.failed(
                 job,
                 ending.handle,
@@ -322,78 +321,3 @@ class Executor:
             ending.started,
             progress=progress,
         )
-
-    def _settle_at_deadline(
-        self,
-        ending: Ending,
-        before_settle: Callable[[], None] | None,
-        on_overrun: Callable[[], None] | None = None,
-    ) -> None:
-        """S6, in a worker: fail the attempt now; the body may go on, fenced out."""
-        deadlines = ending.deadlines
-        if (
-            self.deadline_settler is None
-            or deadlines is None
-            or not deadlines.settle_once()
-        ):
-            return
-        settler = self.deadline_settler()
-        settler.before_write = before_settle
-        try:
-            with tenant_scope(ending.job["tenant_id"]):
-                deadlines.outcome = self.finish.failed(
-                    ending.job,
-                    ending.handle,
-                    ending.kwargs,
-                    self._timeout_error(ending),
-                    ending.token,
-                    ending.started,
-                    settler=settler,
-                    progress=ending.progress(),
-                )
-        except Exception:
-            logger.exception("jobs.timeout.settle-failed", extra=job_fields(ending.job))
-        finally:
-            close = getattr(settler.db, "close", None)
-            if close is not None:
-                close()
-            deadlines.settled_by_deadline.set()
-        # The attempt is settled; the body was told to stop. One that is still running
-        # after the grace ignores its token and holds its thread (lost capacity).
-        if ending.body_ended is not None and not ending.body_ended.wait(OVERRUN_GRACE):
-            self._overrun(ending, on_overrun)
-
-    def _timeout_error(self, ending: Ending) -> JobTimeout:
-        definition: JobDefinition = ending.handle.definition
-        what = (ending.deadlines.expired if ending.deadlines else None) or ATTEMPT
-        if what == ATTEMPT:
-            message = f"the attempt ran past its timeout ({definition.timeout or 0:g}s)"
-        else:
-            message = (
-                f"{what} ran past its step_timeout ({definition.step_timeout or 0:g}s)"
-            )
-        error = JobTimeout(f"{definition.name}: {message}")
-        error.__cause__ = ending.error
-        return error
-
-    def _overrun(self, ending: Ending, on_overrun: Callable[[], None] | None) -> None:
-        """S6: the deadline passed with the body still running. Nothing can stop a
-        thread: it stays busy until the body looks at its token or returns. Logged,
-        counted (``ultimate_jobs_bodies_abandoned_total``) and reported (the worker's
-        registry row and readiness) as lost capacity."""
-        logger.error("jobs.timeout.overrun", extra=_deadline_fields(ending))
-        metrics.body_abandoned(ending.job["queue"], ending.job["name"], jobs=self.jobs)
-        if on_overrun is not None:
-            on_overrun()
-
-    def _abandoned(self, ending: Ending) -> None:
-        """S6: the body ignored its cancelled token and finished anyway."""
-        logger.error("jobs.timeout.abandoned", extra=_deadline_fields(ending))
-
-
-def _deadline_fields(ending: Ending) -> dict[str, Any]:
-    return {
-        **job_fields(ending.job),
-        "deadline": ending.deadlines.expired if ending.deadlines else None,
-        "ran_for": round(time.monotonic() - ending.started, 3),
-    }
