@@ -111,8 +111,40 @@ def _key(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
+class Routing:
+    """Where queues live (Q1) and the lease's renewal period: what the settings answer
+    beyond their fields (JobsSettings declares the fields)."""
+
+    DATABASE: str
+    ROUTES: Mapping[str, str]
+    HEARTBEAT: float | None
+    LEASE: float
+
+    def database_for(self, queue: str) -> str:
+        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
+        return self.ROUTES.get(queue, self.DATABASE)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
+        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
+        return (self.DATABASE, *routed)
+
+    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
+        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
+        grouped: dict[str, list[str]] = {}
+        for queue in queues:
+            grouped.setdefault(self.database_for(queue), []).append(queue)
+        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The renewal period: HEARTBEAT, or a third of the lease."""
+        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class JobsSettings:
+class JobsSettings(Routing):
     """The effective configuration; durations are held in seconds."""
 
     DATABASE: str = _key(
@@ -393,28 +425,6 @@ class JobsSettings:
         doc="the JSON a `@job(store_result=True)` body may return; a larger result "
         "fails the job with `X_RESULT_TOO_LARGE` ([jobs.md](jobs.md#optional-fields))",
     )
-
-    def database_for(self, queue: str) -> str:
-        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
-        return self.ROUTES.get(queue, self.DATABASE)
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
-        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
-        return (self.DATABASE, *routed)
-
-    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
-        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
-        grouped: dict[str, list[str]] = {}
-        for queue in queues:
-            grouped.setdefault(self.database_for(queue), []).append(queue)
-        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
-
-    @property
-    def heartbeat_seconds(self) -> float:
-        """The renewal period: HEARTBEAT, or a third of the lease."""
-        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
 
 
 def specs() -> dict[str, Setting]:
