@@ -303,6 +303,12 @@ def list_jobs(
             for rows in tables
         ]
     page, older, newer = _pages(tables, limit, after, before)
+    return _page_json(page, older=older, newer=newer)
+
+
+def _page_json(page: list[Entry], *, older: bool, newer: bool) -> dict[str, Any]:
+    """A page as list_jobs answers it: each readable job with who enqueued it, its
+    backfill pass and its operator actions; the unreadable ones by id (B4); cursors."""
     read = [item for _, item in page if isinstance(item, Job)]
     names = display_names(job.enqueued_by for job in read)
     passes = ledger.by_job([job.id for job in read])
