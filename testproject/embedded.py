@@ -18,6 +18,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,45 @@ def release_embedded(directory: Path | None = None) -> bool | None:
     server._cleanup()  # stops the server when this is the last holder
     atexit.unregister(server._cleanup)
     return not (directory / "postmaster.pid").exists()
+
+
+def running(directory: Path | None = None) -> bool:
+    """Whether the embedded server of ``directory`` is up (its postmaster is alive)."""
+    pid_file = (directory or data_dir()) / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return _alive(pid)
+
+
+def stop(directory: Path | None = None) -> bool:
+    """Stop the embedded server now, whoever holds it (a fast shutdown: sessions are
+    ended), and forget its holders. Answer whether it was running."""
+    directory = directory or data_dir()
+    if not running(directory):
+        return False
+    postgres_server = _pgserver()
+    # As root, pgserver runs the server as its own unprivileged user (pg_ctl refuses root).
+    user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None
+    postgres_server.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=directory, user=user)
+    handles = directory / HANDLES
+    if handles.exists():
+        with postgres_server.PostgresServer._lock:
+            handles.write_text("[]")
+    return True
+
+
+def main(argv: list[str]) -> int:
+    """``python -m testproject.embedded running|stop``, for scripts/test's trap: exit
+    status 0 when the server is (was) running, 1 when it is not."""
+    if argv == ["running"]:
+        return 0 if running() else 1
+    if argv == ["stop"]:
+        return 0 if stop() else 1
+    print("usage: python -m testproject.embedded running|stop", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

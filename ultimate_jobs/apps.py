@@ -1,10 +1,14 @@
-"""The Django app: autodiscovers ``<app>.jobs`` modules, registers the checks and the
-queue gauges (metrics.py) in prometheus_client's default registry."""
+"""The Django app: autodiscovers every app's ``jobs`` and ``tasks`` modules (the
+AUTODISCOVER setting), registers the checks and the queue gauges (metrics.py) in
+prometheus_client's default registry."""
 
 from __future__ import annotations
 
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
+
+from ultimate_jobs.conf import JobsSettings, get_settings
+from ultimate_jobs.ground.exceptions import ConfigurationError
 
 
 class UltimateJobsConfig(AppConfig):
@@ -20,4 +24,8 @@ class UltimateJobsConfig(AppConfig):
         # (django-prometheus's /metrics included) serves them from the first scrape.
         from ultimate_jobs.observability import metrics  # noqa: F401
 
-        autodiscover_modules("jobs")
+        try:
+            modules = get_settings().AUTODISCOVER
+        except ConfigurationError:  # manage.py check names the bad setting (E001/E002)
+            modules = JobsSettings.AUTODISCOVER
+        autodiscover_modules(*modules)

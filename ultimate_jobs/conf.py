@@ -34,7 +34,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ultimate_jobs.declaration.queues import validate_queue
-from ultimate_jobs.declaration.redaction import DEFAULT_PATTERNS
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from ultimate_jobs.declaration.retention import check_retention
 from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.bounds import (
@@ -64,7 +67,9 @@ Kind = Literal[
     "queues",
     "patterns",
     "networks",
+    "regexes",
     "retention",
+    "modules",
 ]
 HOUR, DAY = 3600.0, 86400.0
 # Handler threads (and pooled connections) per worker process: past this a typo such
@@ -111,41 +116,11 @@ def _key(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
-class Routing:
-    """Where queues live (Q1) and the lease's renewal period: what the settings answer
-    beyond their fields (JobsSettings declares the fields)."""
-
-    DATABASE: str
-    ROUTES: Mapping[str, str]
-    HEARTBEAT: float | None
-    LEASE: float
-
-    def database_for(self, queue: str) -> str:
-        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
-        return self.ROUTES.get(queue, self.DATABASE)
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
-        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
-        return (self.DATABASE, *routed)
-
-    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
-        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
-        grouped: dict[str, list[str]] = {}
-        for queue in queues:
-            grouped.setdefault(self.database_for(queue), []).append(queue)
-        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
-
-    @property
-    def heartbeat_seconds(self) -> float:
-        """The renewal period: HEARTBEAT, or a third of the lease."""
-        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class JobsSettings(Routing):
-    """The effective configuration; durations are held in seconds."""
+class Placement:
+    """Where the jobs live (Q1) and how a worker runs them (W, N1): the first settings,
+    and what they answer beyond their values (an alias per queue, the renewal
+    period). JobsSettings adds the rest."""
 
     DATABASE: str = _key(
         "default",
@@ -239,6 +214,34 @@ class JobsSettings(Routing):
         most=DAY,
         doc="how long SIGTERM waits for in-flight jobs",
     )
+
+    def database_for(self, queue: str) -> str:
+        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
+        return self.ROUTES.get(queue, self.DATABASE)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
+        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
+        return (self.DATABASE, *routed)
+
+    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
+        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
+        grouped: dict[str, list[str]] = {}
+        for queue in queues:
+            grouped.setdefault(self.database_for(queue), []).append(queue)
+        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The renewal period: HEARTBEAT, or a third of the lease."""
+        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobsSettings(Placement):
+    """The effective configuration; durations are held in seconds."""
+
     OUTBOX: str = _key(
         "auto",
         kind="choice",
@@ -407,6 +410,17 @@ class JobsSettings(Routing):
         '`["127.0.0.1/32"]` for a local receiver ([security.md]'
         "(security.md#b6-webhooks-reach-public-addresses-only))",
     )
+    WEBHOOK_SECRET_PATTERNS: tuple[str, ...] = _key(
+        DEFAULT_SECRET_PATTERNS,
+        kind="regexes",
+        least=0,
+        most=200,
+        shown="Slack, Discord, Teams, Zapier, Mattermost, Telegram, long tokens",
+        values="list of regular expressions; in the environment a JSON list",
+        doc="secrets in webhook URL paths, masked (`***`) in the ledger, `last_error` "
+        "and logs: group 1 of each match, else the match ([security.md]"
+        "(security.md#b6-webhooks-reach-public-addresses-only); issue 31)",
+    )
     RUN_LOG_MAX_ENTRIES: int = _key(
         200,
         kind="count",
@@ -424,6 +438,17 @@ class JobsSettings(Routing):
         values="bytes",
         doc="the JSON a `@job(store_result=True)` body may return; a larger result "
         "fails the job with `X_RESULT_TOO_LARGE` ([jobs.md](jobs.md#optional-fields))",
+    )
+    AUTODISCOVER: tuple[str, ...] = _key(
+        ("jobs", "tasks"),
+        kind="modules",
+        least=0,
+        most=50,
+        values='list of module names, or `"a,b"` in the environment',
+        doc="the module of every installed app imported at start-up to declare jobs and "
+        "tasks: `jobs.py`, and `tasks.py` as Celery, Procrastinate and `django.tasks` "
+        "projects name it (issue 30); a job in a module nobody imports is unknown to "
+        "the worker, and the dashboard warns of its waiting runs",
     )
 
 
@@ -553,6 +578,29 @@ def _networks(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _regexes(key: str, value: object) -> tuple[str, ...]:
+    out = []
+    for item in _strings(key, value):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigurationError(
+                key, value, f"{item!r} is not a regular expression ({exc})"
+            ) from None
+        out.append(item)
+    return tuple(out)
+
+
+def _module_names(key: str, value: object) -> tuple[str, ...]:
+    names = _strings(key, value)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                key, value, f"{name!r} is not a module name like 'jobs' or 'tasks'"
+            )
+    return names
+
+
 def _bounds(spec: Setting) -> tuple[int, int]:
     """A count's or a size's bounds (every such key declares both: Setting checks)."""
     if spec.least is None or spec.most is None:  # pragma: no cover - refused below
@@ -621,7 +669,9 @@ _CLEANERS: dict[Kind, Callable[[str, Any, Setting], Any]] = {
     "queues": _sized(_queues),
     "patterns": _sized(_patterns),
     "networks": _sized(_networks),
+    "regexes": _sized(_regexes),
     "retention": _sized(_retention),
+    "modules": _sized(_module_names),
 }
 
 
@@ -678,7 +728,9 @@ _ENV_CASTS: dict[Kind, Callable[[str], Any]] = {
     "queues": _env_queues,
     "patterns": list,
     "networks": list,
+    "regexes": json.loads,  # a JSON list: a pattern may hold a comma
     "retention": json.loads,
+    "modules": list,
 }
 ENV_SCHEMA: dict[str, Callable[[str], Any]] = {
     name: _ENV_CASTS[spec.kind] for name, spec in SPECS.items()

@@ -15,6 +15,14 @@ Two doors, one contract (``run(query, **params) -> rows as dicts``):
 
 Both wrap a driver failure once, as ``QueryError(query_name)`` with the cause attached.
 
+* ``DirectDatabase.hot`` is the hot path's own small door (the claims and the batched
+  completions, N2): the same named statements, executed on the connection's libpq
+  wrapper (``pgconn``) with no cursor: prepared once per connection under their own
+  name (unnamed, parsed per call, when ``PREPARED_STATEMENTS = False``: a pooler in
+  transaction mode), array parameters sent in their binary form, results asked in
+  binary and read as tuples that become the statement's typed record directly.
+  ``hot_door(db)`` answers it, or ``db.run`` for a database without one.
+
 A row Python cannot read (a timestamp past year 9999, an integer of thousands of
 digits: written by an older version or by hand) never fails a whole answer (B4): the
 rows around it are answered, and it is left out, logged ``jobs.row.unreadable`` with
@@ -27,18 +35,29 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import psycopg
+from django.apps import apps
 from django.conf import settings
 from django.db import DatabaseError, connections
-from psycopg import adapt
+from psycopg import adapt, pq
 from psycopg.rows import dict_row
 
+if TYPE_CHECKING:
+    from psycopg.pq.abc import PGresult
+
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.ground.exceptions import QueryError, UnsupportedDatabase
+from ultimate_jobs.ground.exceptions import (
+    AppNotInstalled,
+    QueryError,
+    UnsupportedDatabase,
+)
 from ultimate_jobs.sql import Query, arrays
+from ultimate_jobs.sql.arrays import BinaryArray
 
 Row = dict[str, Any]
 R = TypeVar("R")
@@ -150,6 +169,18 @@ def _dict_rows(
         return cast(list[R], rows)
 
 
+def ensure_jobs_database(alias: str) -> None:
+    """Refuse, with a coded error that says what to do, a write the jobs tables cannot
+    take: the app missing from INSTALLED_APPS, or ``alias`` not PostgreSQL."""
+    if not apps.is_installed("ultimate_jobs"):
+        raise AppNotInstalled(
+            "'ultimate_jobs' is not in INSTALLED_APPS: add it, then run "
+            "manage.py migrate (its tables, its commands and the discovery of your "
+            "apps' jobs modules come with it)"
+        )
+    ensure_postgresql(alias)
+
+
 def ensure_postgresql(alias: str) -> None:
     """Refuse any database but PostgreSQL, clearly (SQLite is not supported)."""
     vendor = connections[alias].vendor
@@ -213,12 +244,22 @@ class DirectDatabase:
     Not shared between threads: each worker thread that runs statements owns one.
     """
 
-    def __init__(self, alias: str, *, application_name: str = "ultimate_jobs") -> None:
+    def __init__(
+        self,
+        alias: str,
+        *,
+        application_name: str = "ultimate_jobs",
+        synchronous_commit: bool = False,
+    ) -> None:
         self.alias = alias
         self.application_name = application_name
+        # True: this session's commits are durable when they return, whatever the
+        # server's synchronous_commit (the relay's, docs/outbox.md; issue 31).
+        self.synchronous_commit = synchronous_commit
         self._conn: psycopg.Connection[Any] | None = None
         self._owner = threading.get_ident()
         self.unreadable: list[Unreadable] = []  # the last run's unreadable rows
+        self._hot: _Hot | None = None  # the hot door's state on this connection
 
     def connection_params(self) -> dict[str, Any]:
         ensure_postgresql(self.alias)
@@ -230,6 +271,8 @@ class DirectDatabase:
         params.setdefault("application_name", self.application_name)
         # The hot statements are small; JIT compilation would cost more than it saves.
         options = f"{params.get('options', '')} -c jit=off"
+        if self.synchronous_commit:
+            options += " -c synchronous_commit=on"
         context = params.get("context")
         if context is not None and settings.USE_TZ and _TIMESTAMPTZ_LOADER:
             # Django's adapters load timestamptz in Python (its BaseTzLoader), a tenth
@@ -269,13 +312,195 @@ class DirectDatabase:
                 self.close()
             raise QueryError(query.name, exc) from exc
 
+    def hot(self, query: Query[R], /, **params: Any) -> list[R]:
+        """``run`` below the cursor, for the hot path (see the module's doc): the same
+        statement, parameters and rows; a driver failure is the same ``QueryError``."""
+        _check_params(query, params)
+        conn = self.connect()
+        hot = self._hot
+        if hot is None or hot.conn is not conn:
+            hot = self._hot = _Hot(conn, prepare=_prepared_statements())
+        self.unreadable = []
+        try:
+            return hot.run(query, params, self.unreadable)
+        except psycopg.Error as exc:
+            if conn.broken or isinstance(exc, psycopg.OperationalError):
+                self.close()
+            raise QueryError(query.name, exc) from exc
+
     def close(self) -> None:
+        self._hot = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
                 conn.close()
             except psycopg.Error:
                 pass
+
+
+_TEXT = pq.Format.TEXT
+_BINARY = pq.Format.BINARY
+_OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+# A prepared statement the server no longer holds (a DISCARD ALL, a failover).
+_GONE = "26000"
+
+
+class _JsonbText(adapt.Loader):
+    """Binary jsonb read as its JSON text (a version byte, 1, then the text): the hot
+    door answers ``input`` as the text the cursor path answers (Django's loader)."""
+
+    format = _BINARY
+
+    def load(self, data: Any) -> str:
+        raw = bytes(data)
+        if raw[:1] != b"\x01":
+            raise psycopg.DataError(f"unknown jsonb binary format: {raw[:1]!r}")
+        return raw[1:].decode()
+
+
+def _scalar(value: Any, dump: Callable[[Any], Any]) -> bytes | None:
+    """One scalar parameter in text form, its type left for the server to infer from
+    the statement's cast (every parameter of the named statements has one)."""
+    if value is None:
+        return None
+    kind = type(value)
+    if kind is str:
+        return cast(str, value).encode()
+    if kind is bool:
+        return b"t" if value else b"f"
+    if kind is int or kind is float:
+        return repr(value).encode()
+    if isinstance(value, datetime):
+        return value.isoformat().encode()
+    return bytes(dump(value))
+
+
+class _Hot:
+    """The hot door's state on one connection: the statements prepared on it, the
+    column names of each statement's answer, one Transformer reused per call."""
+
+    def __init__(self, conn: psycopg.Connection[Any], *, prepare: bool) -> None:
+        self.conn = conn
+        self.pgconn = conn.pgconn
+        self.prepare = prepare
+        self.prepared: set[bytes] = set()
+        self.columns: dict[str, tuple[str, ...]] = {}
+        conn.adapters.register_loader("jsonb", _JsonbText)  # binary format only
+        self.tx = adapt.Transformer(conn)
+        self.encoding = conn.info.encoding
+
+    def _dump(self, value: Any) -> Any:
+        return self.tx.get_dumper(value, adapt.PyFormat.TEXT).dump(value)
+
+    def _execute(self, query: Query[Any], params: dict[str, Any]) -> PGresult:
+        values: list[bytes | None] = []
+        types: list[int] = []
+        formats: list[int] = []
+        for name in query.order:
+            value = params[name]
+            if type(value) is BinaryArray:
+                values.append(value.data)
+                types.append(value.oid)
+                formats.append(_BINARY)
+            else:
+                values.append(_scalar(value, self._dump))
+                types.append(0)
+                formats.append(_TEXT)
+        if not self.prepare:
+            return self.pgconn.exec_params(
+                query.native.encode(), values, types, formats, _BINARY
+            )
+        statement = f"uj_{query.name}".encode()
+        if statement not in self.prepared:
+            result = self.pgconn.prepare(statement, query.native.encode(), types)
+            if result.status != pq.ExecStatus.COMMAND_OK:
+                raise psycopg.errors.error_from_result(result, self.encoding)
+            self.prepared.add(statement)
+        # A NULL parameter is None, as libpq takes it (the stubs say bytes only).
+        result = self.pgconn.exec_prepared(
+            statement, cast(list[bytes], values), formats, _BINARY
+        )
+        if result.error_field(pq.DiagnosticField.SQLSTATE) == _GONE.encode():
+            self.prepared.discard(statement)  # prepared again on the next call
+        return result
+
+    def run(
+        self, query: Query[R], params: dict[str, Any], unreadable: list[Unreadable]
+    ) -> list[R]:
+        result = self._execute(query, params)
+        if result.status not in _OK:
+            raise psycopg.errors.error_from_result(result, self.encoding)
+        if query.returns == "exec" or not result.nfields:
+            return []
+        columns = self.columns.get(query.name)
+        if columns is None:
+            columns = self.columns[query.name] = tuple(
+                (result.fname(i) or b"").decode() for i in range(result.nfields)
+            )
+        tx = self.tx
+        tx.set_pgresult(result, format=_BINARY)
+        try:
+            rows = tx.load_rows(0, result.ntuples, tuple)
+        except UNREADABLE as exc:
+            rows = self._readable(query.name, result, columns, unreadable, exc)
+        return [cast(R, dict(zip(columns, row, strict=True))) for row in rows]
+
+    def _readable(
+        self,
+        query_name: str,
+        result: PGresult,
+        columns: tuple[str, ...],
+        unreadable: list[Unreadable],
+        first_error: BaseException,
+    ) -> list[tuple[Any, ...]]:
+        """After a row failed to load: the rows that load, and each one that does not
+        as an ``Unreadable`` whose values are its columns in text (B4)."""
+        rows: list[tuple[Any, ...]] = []
+        skipped: list[Unreadable] = []
+        for position in range(result.ntuples):
+            try:
+                rows.append(self.tx.load_row(position, tuple))
+            except UNREADABLE as exc:
+                values = self._texts(result, position, columns)
+                skipped.append(Unreadable(query_name, values, str(exc)))
+        for row in skipped:
+            logger.error(
+                "jobs.row.unreadable",
+                extra={"query": row.query, "row_id": row.id, "error": row.error[:300]},
+            )
+        if not skipped:
+            raise first_error
+        unreadable.extend(skipped)
+        return rows
+
+    def _texts(
+        self, result: PGresult, position: int, columns: tuple[str, ...]
+    ) -> dict[str, str | None]:
+        """One row's columns as text: each value read alone and written as PostgreSQL
+        writes it (a boolean 't'/'f'); one that cannot be read, as its bytes in hex."""
+        values: dict[str, str | None] = {}
+        for column, name in enumerate(columns):
+            raw = result.get_value(position, column)
+            if raw is None:
+                values[name] = None
+                continue
+            loader = self.tx.get_loader(result.ftype(column), _BINARY)
+            try:
+                value = loader.load(raw)
+            except UNREADABLE:
+                values[name] = "\\x" + bytes(raw).hex()
+                continue
+            if isinstance(value, bool):
+                values[name] = "t" if value else "f"
+            else:
+                values[name] = str(value)
+        return values
+
+
+def hot_door(db: Any) -> Callable[..., list[Any]]:
+    """``db.hot`` when ``db`` has the hot door (a ``DirectDatabase``), else ``db.run``
+    (Django's connection in the testing runner, a pool)."""
+    return cast(Callable[..., list[Any]], getattr(db, "hot", db.run))
 
 
 class DatabasePool:
@@ -317,7 +542,18 @@ class DatabasePool:
                 )
 
     def run(self, query: Query[R], /, **params: Any) -> list[R]:
-        member = None if self._closed else self._free.get()
+        return self.run_within(None, query, **params)
+
+    def run_within(
+        self, wait: float | None, query: Query[R], /, **params: Any
+    ) -> list[R]:
+        """``run``, waiting at most ``wait`` seconds for a free connection (None: as
+        long as it takes); past it, QueryError without running anything."""
+        try:
+            member = None if self._closed else self._free.get(timeout=wait)
+        except queue.Empty:
+            busy = psycopg.OperationalError(f"no pooled connection free within {wait}s")
+            raise QueryError(query.name, busy) from None
         try:
             if member is None or self._closed:
                 closed = psycopg.InterfaceError("the connection pool is closed")

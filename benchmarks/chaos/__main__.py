@@ -13,6 +13,11 @@ of the faults and their outcomes, then the figures, and exits 1 on any violation
 
     scripts/chaos             the full run: 20,000 jobs, 52 faults, a 30 s outage
     scripts/chaos --short     about 2 minutes: 2,500 jobs, 12 faults, a 10 s outage
+    scripts/chaos --max-connections 20
+                              the same on a server with max_connections = 20 (issue
+                              31): the fleet asks for more than the server has; the
+                              run reports double completions (bodies that finished
+                              twice) and whether an operator's `jobs stats` answered
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--keep", action="store_true", help="keep the run directory and its logs"
     )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        help="run on a server with this max_connections (the starvation phase: 20)",
+    )
     return parser.parse_args()
 
 
@@ -55,6 +65,13 @@ def main() -> int:
 
     print(f"==> chaos run in {run_dir}: private PostgreSQL starting", flush=True)
     server = PrivateServer(prefix="uj-chaos-pg-")
+    if args.max_connections:
+        with server.connect() as conn:  # the private server only
+            conn.execute(
+                f"ALTER SYSTEM SET max_connections = {int(args.max_connections)}"
+            )
+        server.restart("fast")
+        print(f"==> max_connections = {args.max_connections}", flush=True)
     try:
         return run(args, server, run_dir, records, jobs, phase, outage)
     finally:
@@ -117,6 +134,7 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
                 flush=True,
             )
         enqueuer.join()
+        operator = operator_answers(server)
         if work.error is not None:
             raise RuntimeError("the enqueuing thread failed") from work.error
         faults_end = time.time()
@@ -156,6 +174,10 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         "processes started": len(fleet.generations),
         "events published": work.events,
         **report.figures,
+        # Issue 31: a body that finished twice (each explained above, or a violation).
+        "double completions": report.figures.get("jobs that ran twice", 0),
+        "max_connections": args.max_connections or "server default",
+        "operator's jobs stats answered": operator,
         "duration": f"{duration:.0f} s",
     }
     print("| figure | value |\n|---|---|")
@@ -179,6 +201,31 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
     print()
     print("==> PASS" if report.ok else "==> FAIL", flush=True)
     return 0 if report.ok else 1
+
+
+def operator_answers(server) -> str:
+    """Whether ``manage.py jobs stats`` answers while the fleet runs (issue 31: at
+    max_connections = 20 the fleet used to hold every connection)."""
+    import subprocess
+
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_JOBS_")}
+    env["DATABASE_URL"] = server.url
+    try:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), "jobs", "stats", "--json"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        return "no (timed out)"
+    if done.returncode == 0:
+        return "yes"
+    return f"no ({(done.stderr.strip().splitlines() or ['?'])[-1][:120]})"
 
 
 def _kinds(faults):

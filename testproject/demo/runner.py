@@ -45,6 +45,8 @@ MANAGE = str(REPO / "manage.py")
 WORKER_EXITS_TO_GIVE_UP = 5  # worker exits within WORKER_EXIT_WINDOW that stop the demo
 WORKER_EXIT_WINDOW = 60.0
 READY_TIMEOUT = 60.0  # seconds the web server has to answer the admin's login page
+SETTLE_TIMEOUT = 20.0  # seconds the banner waits for the worker's start-up lines
+SETTLE_QUIET = 1.0  # and then for the lines of the jobs it just claimed
 STOP_MARGIN = 15.0  # seconds on top of the worker's DRAIN_TIMEOUT for the rest to stop
 
 
@@ -181,8 +183,40 @@ class Demo:
             return self.stop(0 if self.signals else 1)
         self.say("starting the worker")
         self.worker.start()
+        self._wait_until_worker_settles()
+        if self.signals:
+            return self.stop(0)
         self._banner()
         return self._watch()
+
+    def _wait_until_worker_settles(self) -> None:
+        """Wait (at most SETTLE_TIMEOUT) until the worker is registered and has claimed
+        the seeded jobs due now (in queues not paused), so its start-up lines come
+        before the banner rather than scroll it away (issue 30)."""
+        from django.utils import timezone
+
+        from ultimate_jobs.models import Job, QueuePause, Worker
+
+        alias = get_settings().DATABASE
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        try:
+            while not self.signals and time.monotonic() < deadline:
+                pid = self.worker.pid
+                if pid is None or self.worker.exit_status() is not None:
+                    return  # _watch restarts it and says so
+                registered = Worker.objects.using(alias).filter(pid=pid)
+                paused = QueuePause.objects.using(alias).values("queue")
+                due = (
+                    Job.objects.using(alias)
+                    .filter(state="ready", run_at__lte=timezone.now())
+                    .exclude(queue__in=paused)
+                )
+                if registered.exists() and not due.exists():
+                    time.sleep(SETTLE_QUIET)  # the settle lines of the last claims
+                    return
+                time.sleep(0.2)
+        finally:
+            connections.close_all()
 
     def _wait_until_ready(self) -> bool:
         url = f"http://127.0.0.1:{self.port}/admin/login/"
@@ -214,11 +248,14 @@ class Demo:
         base = f"http://127.0.0.1:{self.port}"
         self.out.write(
             "\n"
-            f"  Admin:   {base}/admin/   (user admin, password admin)\n"
-            f"  Jobs:    {base}/admin/ultimate_jobs/job/\n"
-            f"  Metrics: {base}/metrics    Ready: {base}/health/ready\n"
+            f"  Dashboard: {base}/admin/ultimate_jobs/dashboard/\n"
+            f"  Jobs:      {base}/admin/ultimate_jobs/job/   (finished ones move to "
+            f"the archive: {base}/admin/ultimate_jobs/jobarchive/)\n"
+            f"  Metrics:   {base}/metrics    Ready: {base}/health/ready\n"
             "  Enqueue more: .venv/bin/python manage.py demo_seed --count 20\n"
-            "  Stop: Ctrl-C\n\n"
+            "  Stop: Ctrl-C (the worker drains; Ctrl-C again stops it now)\n"
+            "\n"
+            f"  Log in at {base}/admin/   user: admin   password: admin\n\n"
         )
         self.say(f"ready in {time.time() - self.started:.0f} s")
 

@@ -1,8 +1,11 @@
 """The connections one worker process holds (issue 18, Q3; docs/scaling.md): counted
-in pg_stat_activity by the process's own sockets, so nothing else is mistaken for it."""
+in pg_stat_activity by the process's own sockets (TCP, or a Unix socket as to the
+embedded PostgreSQL), so nothing else is mistaken for it."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections import Counter
 
 import psutil
@@ -20,10 +23,36 @@ pytestmark = [
 ]
 
 
+def unix_peers(pid: int) -> list[int]:
+    """The pids at the other end of process ``pid``'s connected Unix sockets (the
+    embedded PostgreSQL, like any server on a socket directory, is reached that way;
+    psutil names neither end of such a socket, ``ss`` reads both from the kernel)."""
+    listing = subprocess.run(
+        ["ss", "-xpnH"], capture_output=True, text=True, check=True
+    ).stdout
+    inode_pid: dict[str, int] = {}
+    peer_of: dict[str, str] = {}
+    for line in listing.splitlines():
+        fields = line.split()
+        owner = re.search(r"pid=(\d+)", line)
+        if len(fields) < 8 or fields[1] != "ESTAB" or owner is None:
+            continue
+        local, peer = fields[5], fields[7]
+        inode_pid[local] = int(owner.group(1))
+        peer_of[local] = peer
+    return [
+        inode_pid[peer]
+        for local, peer in peer_of.items()
+        if inode_pid[local] == pid and peer in inode_pid
+    ]
+
+
 def held(pid: int, second_connection) -> Counter[str]:
     """The package's server sessions whose client socket belongs to process ``pid``,
-    counted by purpose (the second word of their application_name). The sessions of
-    the job bodies' own ORM queries (Django's connections) are the app's, not counted.
+    counted by purpose (the second word of their application_name): TCP sessions by
+    the client's port, Unix-socket sessions by the server process at the other end.
+    The sessions of the job bodies' own ORM queries (Django's connections) are the
+    app's, not counted.
     """
     ports = [
         c.laddr.port
@@ -32,8 +61,9 @@ def held(pid: int, second_connection) -> Counter[str]:
     ]
     rows = second_connection.execute(
         "SELECT application_name FROM pg_stat_activity"
-        " WHERE client_port = ANY(%s) AND application_name LIKE 'ultimate_jobs %%'",
-        [ports],
+        " WHERE (client_port = ANY(%s) OR (client_port = -1 AND pid = ANY(%s)))"
+        " AND application_name LIKE 'ultimate_jobs %%'",
+        [ports, unix_peers(pid)],
     ).fetchall()
     return Counter(name.split(" ")[1] for (name,) in rows)
 

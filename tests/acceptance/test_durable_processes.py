@@ -119,6 +119,7 @@ def test_wait_for_event_resumes_promptly_after_a_publication_from_another_proces
         "4",
         "--queues",
         ",".join(queues),
+        "--allow-unknown-queues",  # queues of the test's own, declared by no job
         POLL_INTERVAL="60s",
         IDLE_POLL_MAX="60s",
         WOKEN_IDLE_POLL_MAX="60s",
@@ -166,6 +167,7 @@ def test_a_short_sleep_frees_the_worker_and_resumes_on_its_local_timer(start_wor
         "1",
         "--queues",
         "default,other",
+        "--allow-unknown-queues",
         POLL_INTERVAL="60s",
         IDLE_POLL_MAX="60s",
         WOKEN_IDLE_POLL_MAX="60s",

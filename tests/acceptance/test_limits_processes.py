@@ -206,7 +206,8 @@ def test_a_tenant_burst_does_not_starve_another_tenant_under_a_per_tenant_budget
 def test_per_queue_and_global_budgets_bound_one_process(start_worker):
     """L3: --per-queue slow=1 and --global-limit 3 on a worker of 6 threads."""
     start_worker(
-        "--concurrency", "6", "--queues", "slow,fast", "--per-queue", "slow=1",
+        "--concurrency", "6", "--queues", "slow,fast", "--allow-unknown-queues",
+        "--per-queue", "slow=1",
         "--global-limit", "3",
     )  # fmt: skip
     stamped.using(queue="slow").enqueue_many(
@@ -272,6 +273,7 @@ def test_a_paused_queue_is_claimed_by_no_worker_and_resume_wakes_them(start_work
             "2",
             "--queues",
             f"paused,side-{n}",
+            "--allow-unknown-queues",
             **slow_poll,
         )
         for n in (1, 2)

@@ -17,7 +17,8 @@ from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 LIST = "admin:ultimate_jobs_job_changelist"
-ID = re.compile(r'<code class="uj-id">([0-9a-f-]{36})</code>')
+# The whole id is the code's title; its text is the first and last 8 hex digits.
+ID = re.compile(r'<code class="uj-id" title="([0-9a-f-]{36})">')
 
 
 @pytest.fixture
@@ -60,11 +61,16 @@ def test_a_full_id_and_an_explicit_id_prefix_find_their_jobs(client, operator):
     assert found == []
 
 
-def test_ids_are_shown_whole_with_a_copy_button(client, operator):
+def test_ids_show_their_ends_and_keep_the_whole_id_to_copy(client, operator):
     jobs = [noop.enqueue(key=f"k{i}") for i in range(3)]
     found, response = ids(client)
-    assert found == [str(j.id) for j in reversed(jobs)]  # newest first, never cut
-    assert response.content.decode().count('class="uj-copy"') == 3
+    assert found == [str(j.id) for j in reversed(jobs)]  # newest first, whole in title
+    html = response.content.decode()
+    assert html.count('class="uj-copy"') == 3
+    for job in jobs:
+        whole = str(job.id)
+        assert f'title="{whole}">{whole[:8]}…{whole[-8:]}</code>' in html
+        assert f'data-id="{whole}"' in html  # the button copies the whole id
 
 
 def test_keyset_pages_read_no_count_and_no_offset(client, operator, settings):

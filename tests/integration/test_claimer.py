@@ -37,6 +37,10 @@ class NotingDirect(Noting, DirectDatabase):
         self.note(query)
         return DirectDatabase.run(self, query, **params)
 
+    def hot(self, query: Query[Any], /, **params: Any) -> list[Any]:
+        self.note(query)  # the worker claims through the hot door (db.py)
+        return DirectDatabase.hot(self, query, **params)
+
 
 class NotingDjango(Noting, DjangoDatabase):
     def __init__(self, alias: str) -> None:
@@ -91,3 +95,29 @@ def test_a_capped_job_is_claimed_by_the_limited_claim_in_tests(jobs):
     assert (attempt.job_id, str(attempt.outcome)) == (answer.id, "completed")
     assert runner.names == ["job_stage", "job_claim_plain", "job_claim"]
     assert Job.objects.get(pk=answer.id).state == "done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wake_claims_in_one_hop_and_stages_only_when_the_claim_finds_nothing(jobs):
+    """N2: a notification's round is the claim alone; a wake for a row not ready yet
+    (here a delayed one) stages after an empty claim and claims again."""
+    worker = Worker(settings=load_settings({}), queues=["default"], concurrency=4)
+    noted = NotingDirect("default")
+    worker.claimer.db = noted
+    try:
+        assert worker.run_once() == 0  # the first round stages (nothing due yet)
+        noted.names.clear()
+        first = noop.enqueue(key="woken")
+        worker._on_notification("default")
+        assert worker.run_once() == 1
+        claims = ["job_claim_plain", "job_claim"]  # the testapp declares capped jobs
+        assert noted.names == claims  # no staging pass first
+        noted.names.clear()
+        later = noop.enqueue(key="later")
+        Job.objects.filter(id=later.id).update(state="delayed")
+        worker._on_notification("default")
+        assert worker.run_once() == 1  # staging made the delayed (due) row ready
+        assert noted.names == [*claims, "job_stage", *claims]
+        assert sorted(worker.ledger.ids()) == sorted([first.id, later.id])
+    finally:
+        noted.close()

@@ -43,10 +43,12 @@ def test_a_text_log_line_cannot_be_forged_by_a_value():
         record("jobs.enqueued\r\x1b[31m", tenant_id=forged, job_name="a\tb")
     )
     assert "\n" not in line and "\r" not in line and "\x1b" not in line
+    # Values are quoted as logfmt does (issue 31): the forged "job_id=evil" stays
+    # inside tenant_id's quotes, its escaped newline escaped once more.
     assert line == (
         "INFO jobs.enqueued\\r\\x1b[31m "
-        "tenant_id=acme\\n2026-12-01 12:00:00,000 ERROR jobs.attempt.failed "
-        "job_id=evil job_name=a\\tb"
+        'tenant_id="acme\\\\n2026-12-01 12:00:00,000 ERROR jobs.attempt.failed '
+        'job_id=evil" job_name="a\\\\tb"'
     )
     # A traceback still follows on its own lines, after the fields.
     try:

@@ -27,7 +27,7 @@ from ultimate_jobs.testing import JobsTestRunner
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
 
 ROUTED = {"default": {}, "routed": {"database": "jobs_b"}}
-ADMIN_ID = re.compile(r'<code class="uj-id">([0-9a-f-]{36})</code>')
+ADMIN_ID = re.compile(r'<code class="uj-id" title="([0-9a-f-]{36})">')
 
 
 @pytest.fixture

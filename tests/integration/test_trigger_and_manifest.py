@@ -151,7 +151,7 @@ def test_the_admin_manifest_page_needs_the_view_permission(client, nightly):
     assert page.status_code == 200
     text = page.content.decode()
     assert "<code>testapp.flaky</code>" in text
-    assert "4 attempts, exponential from 10.0s (max 300.0s)" in text
+    assert "4 attempts, exponential from 10 s up to 300 s" in text
     assert "<code>nightly</code>" in text
     assert "<code>0 3 * * *</code>" in text
     assert "Manifest" in client.get(reverse("admin:index")).content.decode()

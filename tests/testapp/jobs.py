@@ -376,4 +376,15 @@ def exits(run: Run, key: str, how: str) -> None:
 
 if os.environ.get("UJ_TEST_NEXT_DEPLOY") == "1":  # a worker of the next deploy
     from . import next_deploy_jobs  # noqa: F401
+
+
+@job(idempotency_key=by_key, tenant=NO_TENANT)
+def returns_on_cancel(run: Run, key: str, seconds: float = 120.0) -> None:
+    """Return (not raise) once the cancel token is set: the pattern the docs warn of
+    (issue 30); the worker marks it done and logs a warning."""
+    record(run, key, "started")
+    if run.cancel_token.wait(seconds):
+        record(run, key, f"returned:{run.cancel_token.reason}")
+
+
 from . import versioned_jobs  # noqa: E402, F401 - P11: version 1, or 2 in the next deploy

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -284,3 +285,37 @@ def test_thresholds_are_inclusive():
         "queue 'q': oldest due job waited 60.5s > max_lag 60s",
         "0 live worker(s) < min_workers 1",
     )
+
+
+LOGFMT_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s]*)')
+
+
+def logfmt(line: str) -> list[tuple[str, str]]:
+    """The key=value pairs a logfmt parser reads from a line (quoted values unquoted)."""
+    pairs = []
+    for key, value in LOGFMT_PAIR.findall(line):
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        pairs.append((key, value))
+    return pairs
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    [
+        "t job_id=forged",
+        't" job_id="forged',
+        "t\\ job_id=forged",
+        "a=b",
+        "",
+        "t\njob_id=forged",
+    ],
+)
+def test_a_value_cannot_forge_a_field_of_the_text_format(tenant):
+    """Issue 31: values are quoted in the text format, so a tenant id holding a space
+    and ``job_id=`` stays one field for a logfmt parser."""
+    line = KeyValueFormatter().format(record(tenant_id=tenant, job_id="real"))
+    assert len(line.splitlines()) == 1
+    pairs = logfmt(line)
+    assert [v for k, v in pairs if k == "job_id"] == ["real"]
+    assert [k for k, _ in pairs] == ["tenant_id", "job_id"]

@@ -50,6 +50,7 @@ def test_settings_then_environment_win_in_order():
         ({"ENVIRONMENT": ""}, {}, "ENVIRONMENT"),
         ({"APP_VERSION": 3}, {}, "APP_VERSION"),
         ({}, {"ULTIMATE_JOBS_APP_VERSION": "v" * 201}, "APP_VERSION"),
+        ({"WEBHOOK_SECRET_PATTERNS": ["/in/(unclosed"]}, {}, "WEBHOOK_SECRET_PATTERNS"),
     ],
 )
 def test_bad_values_name_the_key_and_the_value(values, env, key):
@@ -150,8 +151,10 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_MAX_INPUT_DEPTH": "8",
         "ULTIMATE_JOBS_REDACT": "Password,pin",
         "ULTIMATE_JOBS_WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/8,::1/128",
+        "ULTIMATE_JOBS_WEBHOOK_SECRET_PATTERNS": '["/in/([^/]{2,})", "/k/(.+)"]',
         "ULTIMATE_JOBS_RUN_LOG_MAX_ENTRIES": "0",
         "ULTIMATE_JOBS_MAX_RESULT_BYTES": "1024",
+        "ULTIMATE_JOBS_AUTODISCOVER": "jobs,workers.background",
     }
     assert {name.removeprefix("ULTIMATE_JOBS_") for name in env} == keys
     read = load_settings({"CONCURRENCY": 2, "LEASE": 30}, env)
@@ -185,8 +188,10 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         MAX_INPUT_DEPTH=8,
         REDACT=("password", "pin"),
         WEBHOOK_ALLOWED_NETWORKS=("10.0.0.0/8", "::1/128"),
+        WEBHOOK_SECRET_PATTERNS=("/in/([^/]{2,})", "/k/(.+)"),
         RUN_LOG_MAX_ENTRIES=0,
         MAX_RESULT_BYTES=1024,
+        AUTODISCOVER=("jobs", "workers.background"),
     )
 
 

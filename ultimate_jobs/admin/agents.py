@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.agents import tokens
 from ultimate_jobs.models import AgentToken
 
@@ -23,7 +24,7 @@ else:  # ModelAdmin is generic only to the type checker
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(TokenModelAdmin):
+class AgentTokenAdmin(InputGuard, TokenModelAdmin):
     list_display = (
         "name",
         "user",

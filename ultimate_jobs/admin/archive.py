@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ultimate_jobs.admin import job_list
+from ultimate_jobs.admin import cells, job_list
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.models import JobArchive
 
@@ -33,7 +33,7 @@ class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
     list_display = (
         "job_id",
         "job_name",
-        "queue",
+        "queue_name",
         "state",
         "attempts",
         "tenant",
@@ -93,15 +93,19 @@ class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
     @admin.display(description="id")
     def job_id(self, row: JobArchive) -> str:
         page = reverse("admin:ultimate_jobs_job_change", args=[row.pk])
-        return format_html('<a href="{}">{}</a>', page, job_list.full_id(row))
+        return format_html('<a href="{}">{}</a>', page, cells.short_id(row.pk))
 
     @admin.display(description="name")
     def job_name(self, row: JobArchive) -> str:
-        return job_list.dotted(row.name)
+        return cells.cut(row.name)
+
+    @admin.display(description="queue")
+    def queue_name(self, row: JobArchive) -> str:
+        return cells.cut(row.queue)
 
     @admin.display(description="tenant")
     def tenant(self, row: JobArchive) -> str:
-        return row.tenant_id or "—"
+        return cells.cut(row.tenant_id)
 
     @admin.display(description="created")
     def created(self, row: JobArchive) -> str:

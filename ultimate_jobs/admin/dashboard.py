@@ -28,10 +28,12 @@ from django.utils.http import urlencode
 
 from ultimate_jobs import api
 from ultimate_jobs.admin import charts
+from ultimate_jobs.admin.guard import guard_urls
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary
 from ultimate_jobs.api import BULK_LIMIT, triage
 from ultimate_jobs.api.overview import overview
+from ultimate_jobs.api.unserved import unserved
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import Dashboard
@@ -107,23 +109,25 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="{}_{}_changelist".format(*info),
-            ),
-            path(
-                "queue/",
-                self.admin_site.admin_view(self.queue_view),
-                name="{}_{}_queue".format(*info),
-            ),
-            path(
-                "triage/",
-                self.admin_site.admin_view(self.triage_view),
-                name="{}_{}_triage".format(*info),
-            ),
-        ]
+        return guard_urls(
+            [
+                path(
+                    "",
+                    self.admin_site.admin_view(self.changelist_view),
+                    name="{}_{}_changelist".format(*info),
+                ),
+                path(
+                    "queue/",
+                    self.admin_site.admin_view(self.queue_view),
+                    name="{}_{}_queue".format(*info),
+                ),
+                path(
+                    "triage/",
+                    self.admin_site.admin_view(self.triage_view),
+                    name="{}_{}_triage".format(*info),
+                ),
+            ]
+        )
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -158,6 +162,7 @@ class DashboardAdmin(ReadOnly, DashboardModelAdmin):
             "can_operate": self.has_operate_permission(request),
             "queue_url": reverse("admin:ultimate_jobs_dashboard_queue"),
             "workers": len(api.workers()),
+            "unserved": unserved(queues),
             "triage": triage_rows(triage.groups()),
             "triage_url": reverse("admin:ultimate_jobs_dashboard_triage"),
             "several_databases": len(get_settings().aliases) > 1,

@@ -39,6 +39,59 @@ LABELS = {
 }
 
 
+# The page's sections (issue 30 item 7): a compact summary, then the attempts and the
+# steps within the first 1,400 x 900 screen, then the input, outputs and logs. A read-only
+# field no section names (one another page adds) goes in the last section.
+SUMMARY = (
+    "id",
+    "name",
+    "state",
+    "queue",
+    "attempt",
+    "max_attempts",
+    "priority",
+    "tenant_id",
+    "created_at",
+    "run_at",
+    "started_at",
+    "finished_at",
+    "worker_id",
+    "lease_expires_at",
+    "error_code",
+    "stop_reason",
+    "run_id",
+    "key_link",
+    "correlation_id",
+    "shown_correlation_id",
+    "enqueued_by_name",
+    "backfill_pass",
+)
+SECTIONS: tuple[tuple[str | None, str, tuple[str, ...]], ...] = (
+    (None, "uj-summary", SUMMARY),
+    ("Attempts and steps", "uj-attempts-and-steps", ("attempt_history", "step_trace")),
+    (
+        "Input, output and logs",
+        "uj-io",
+        ("pretty_input", "pretty_error", "pretty_progress", "pretty_result", "logs"),
+    ),
+    ("Operators and relations", "uj-more", ("operator_actions", "family")),
+)
+
+
+def fieldsets(shown: list[str]) -> list[tuple[str | None, dict[str, Any]]]:
+    """The sections of the job page holding the read-only fields ``shown``, in order;
+    a field no section names joins the last one."""
+    placed = {name for _, _, names in SECTIONS for name in names}
+    sets: list[tuple[str | None, dict[str, Any]]] = []
+    for index, (title, css, names) in enumerate(SECTIONS):
+        fields = [name for name in names if name in shown]
+        if index == len(SECTIONS) - 1:
+            fields += [name for name in shown if name not in placed]
+        if fields:
+            sets.append((title, {"fields": fields, "classes": (css,)}))
+    return sets
+
+
 def offered(job: Job, *, operate: bool, remove: bool) -> list[tuple[str, str]]:
     """The (verb, label) buttons for ``job`` that the user may press."""
     verbs: list[str] = []

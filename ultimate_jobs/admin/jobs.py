@@ -23,7 +23,15 @@ from django.utils.html import format_html
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
 from ultimate_jobs import api
-from ultimate_jobs.admin import job_details, job_family, job_list, job_page
+from ultimate_jobs.admin import (
+    cells,
+    charts,
+    job_details,
+    job_family,
+    job_list,
+    job_page,
+)
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -96,7 +104,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     list_display = (
         "job_id",
         "job_name",
-        "queue",
+        "queue_name",
         "state",
         "attempts",
         "tenant",
@@ -174,6 +182,21 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         "shown_key",
     )
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The live jobs; finished ones move to the archive after ARCHIVE_AFTER, so the
+        list says where they went once there are any (issue 30)."""
+        extra = {
+            "archived_any": JobArchive.objects.using(get_settings().DATABASE)
+            .order_by()
+            .exists(),
+            "archive_after": charts.age(get_settings().ARCHIVE_AFTER),
+            "archive_url": reverse("admin:ultimate_jobs_jobarchive_changelist"),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The list, read now: a row Python cannot read is left out and named (B4)."""
         changelist = super().get_changelist_instance(request)
@@ -191,6 +214,10 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         if obj is None or not _stores_result(obj):
             fields.remove("pretty_result")
         return fields
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A summary, then attempts and steps above the fold (job_page.SECTIONS)."""
+        return job_page.fieldsets(list(self.get_readonly_fields(request, obj)))
 
     def get_urls(self) -> list[Any]:
         from django.urls import path
@@ -250,7 +277,7 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         shown = tuple(super().get_list_display(request))
         if len(get_settings().aliases) < 2:
             return shown
-        at = shown.index("queue") + 1
+        at = shown.index("queue_name") + 1
         return (*shown[:at], "database", *shown[at:])
 
     @admin.display(description="database")
@@ -264,15 +291,19 @@ class JobAdmin(ReadOnly, JobModelAdmin):
 
     @admin.display(description="id")
     def job_id(self, job: Job) -> str:
-        return job_list.full_id(job)
+        return cells.short_id(job.pk)
 
     @admin.display(description="name")
     def job_name(self, job: Job) -> str:
-        return job_list.dotted(job.name)
+        return cells.cut(job.name)
+
+    @admin.display(description="queue")
+    def queue_name(self, job: Job) -> str:
+        return cells.cut(job.queue)
 
     @admin.display(description="tenant")
     def tenant(self, job: Job) -> str:
-        return job.tenant_id or "—"
+        return cells.cut(job.tenant_id)
 
     @admin.display(description="created")
     def created(self, job: Job) -> str:
@@ -385,7 +416,7 @@ def _stores_result(job: Job) -> bool:
 
 
 @admin.register(QueuePause)
-class QueuePauseAdmin(QueuePauseModelAdmin):
+class QueuePauseAdmin(InputGuard, QueuePauseModelAdmin):
     """The paused queues. A queue is paused from the dashboard's buttons (who is
     recorded, the name checked); deleting a row here resumes the queue through
     ``api.resume_queue``, so its workers are woken (N1) as from every other surface."""

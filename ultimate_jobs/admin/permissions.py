@@ -6,8 +6,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from ultimate_jobs.admin.guard import InputGuard
 
-class NoAddOrDelete:
+
+class NoAddOrDelete(InputGuard):
     """Rows the library creates and removes; a page may still allow some change."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -21,10 +21,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.job_list import DatabaseFilter
 from ultimate_jobs.admin.permissions import NoAddOrDelete, ReadOnly
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
+from ultimate_jobs.ground.bounds import json_problem
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.models import LeaderLease, Schedule, TaskWatermark
 from ultimate_jobs.scheduling import schedules
@@ -121,10 +123,44 @@ class _InputField(forms.JSONField):
     """The schedule's input, shown back as ASCII JSON: a refused value holding a lone
     surrogate must render in the form's errors, not break the page (B4)."""
 
+    def to_python(self, value: Any) -> Any:
+        """The input, refused as a form error when it nests past MAX_INPUT_DEPTH or
+        holds what PostgreSQL cannot (issue 31: deep JSON answered 500)."""
+        try:
+            parsed = super().to_python(value)
+        except RecursionError:
+            parsed = None
+            deep = True
+        else:
+            deep = False
+        depth = get_settings().MAX_INPUT_DEPTH
+        found = None if deep else json_problem(parsed, max_depth=depth)
+        if deep or (found is not None and found.kind == "deep"):
+            raise ValidationError(
+                f"X_INPUT_TOO_DEEP: input is nested deeper than {depth} levels",
+                code="input_too_deep",
+            )
+        if found is not None:
+            raise ValidationError(
+                f"X_INVALID_PAYLOAD: input{'.' + found.path if found.path else ''}: "
+                f"{found.reason}",
+                code="invalid_payload",
+            )
+        return parsed
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # too deep to parse: shown back as typed
+            return forms.fields.InvalidJSONInput(data)
+
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, str) and not isinstance(value, forms.fields.JSONString):
             return value  # the text as typed (InvalidJSONInput)
-        return json.dumps(value, ensure_ascii=True, cls=self.encoder)
+        try:
+            return json.dumps(value, ensure_ascii=True, cls=self.encoder)
+        except (RecursionError, ValueError):
+            return "{}"
 
 
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -172,7 +208,7 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         return cleaned
 
 
-class _Verbs:
+class _Verbs(InputGuard):
     """Pause, resume and run now, for a list page whose rows name a task or schedule."""
 
     def _names(self, queryset: QuerySet[Any]) -> list[tuple[Model, str]]:

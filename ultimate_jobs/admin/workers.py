@@ -21,6 +21,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
 from ultimate_jobs import api
+from ultimate_jobs.admin.guard import InputGuard
 from ultimate_jobs.admin.job_list import DatabaseFilter
 from ultimate_jobs.models import Worker
 
@@ -35,7 +36,7 @@ def is_live(worker: Worker) -> bool:
 
 
 @admin.register(Worker)
-class WorkerAdmin(WorkerModelAdmin):
+class WorkerAdmin(InputGuard, WorkerModelAdmin):
     list_display = (
         "id",
         "status",

@@ -85,8 +85,9 @@ def resolve_id(value: object) -> uuid.UUID:
 
 def find_job(job_id: uuid.UUID) -> Job:
     """The job row on whichever alias holds it (Q1), from the hot table, else from
-    the archive (Q2): api/locator.py, ``load``."""
-    return locator.load(job_id)
+    the archive (Q2): api/locator.py, ``load``. A value that is not a job id is
+    refused with InvalidArgument (issue 31: a text id gave Django's ValidationError)."""
+    return locator.load(parse_job_id(job_id))
 
 
 def get(job_id: object) -> dict[str, Any]:
@@ -244,14 +245,14 @@ def list_jobs(
 ) -> dict[str, Any]:
     """One page of jobs, newest first (P3).
 
-        A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
-        (its id and why); the page and its cursors count it like any row. ``next`` is the cursor of the following (older) page, to pass as ``after``;
-        ``previous`` that of the page before it (newer), to pass as ``before``; each is
-        None when there is no such page. ``fingerprint`` keeps the jobs whose last failed
-    attempt has it (P10). ``key`` is an idempotency key, ``created_from``
-        (inclusive) and ``created_to`` (exclusive) bound the creation time. A page holds at
-        most MAX_PAGE jobs; a larger one, a cursor that is not a job id, or both cursors at
-        once are JobPageInvalid.
+    A row Python cannot read (B4) is left out of ``jobs`` and named in ``unreadable``
+    (its id and why); the page and its cursors count it like any row. ``next`` is the
+    cursor of the following (older) page, to pass as ``after``; ``previous`` that of
+    the page before it (newer), to pass as ``before``; each is None when there is no
+    such page. ``fingerprint`` keeps the jobs whose last failed attempt has it (P10).
+    ``key`` is an idempotency key, ``created_from`` (inclusive) and ``created_to``
+    (exclusive) bound the creation time. A page holds at most MAX_PAGE jobs; a larger
+    one, a cursor that is not a job id, or both cursors at once are JobPageInvalid.
     """
     validate.whole(
         limit,

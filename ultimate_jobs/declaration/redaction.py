@@ -256,3 +256,16 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
         return None
     ordered = sorted(forms, key=lambda form: (-len(form), form))
     return re.compile("|".join(re.escape(form) for form in ordered), re.IGNORECASE)
+
+
+# Secrets in webhook URL paths (WEBHOOK_SECRET_PATTERNS' default, B6): regular
+# expressions searched in a URL's path; group 1 (else the match) is the secret.
+DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
+    r"/services/(T[^/]+/B[^/]+/[^/?#]+)",  # Slack: /services/T…/B…/token
+    r"/api/webhooks/([^/]+/[^/?#]+)",  # Discord: /api/webhooks/id/token
+    r"/webhookb2/([^?#]+)",  # Microsoft Teams (webhook.office.com)
+    r"/hooks/catch/([^?#]+)",  # Zapier
+    r"/hooks/([A-Za-z0-9]{16,})",  # Mattermost, Rocket.Chat
+    r"/bot([0-9]+:[A-Za-z0-9_-]+)",  # Telegram bot token
+    r"(?<=/)([A-Za-z0-9_\-]{24,})(?=/|$)",  # any long token-like path segment
+)

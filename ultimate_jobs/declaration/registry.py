@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from ultimate_jobs.declaration.definition import JobDefinition
+from ultimate_jobs.declaration.suggest import did_you_mean
 from ultimate_jobs.ground.exceptions import JobNameTaken, UnknownJob
 
 
@@ -62,7 +63,7 @@ class Registry(Generic[T]):
     """Everything of one kind registered in this process, by its durable name (J4,
     J7); ``Registry`` alone is the jobs' kind."""
 
-    def __init__(self, unknown: Callable[[str], Exception] = UnknownJob) -> None:
+    def __init__(self, unknown: Callable[[str, str], Exception] = UnknownJob) -> None:
         self._jobs: dict[str, T] = {}
         self._unknown = unknown
 
@@ -86,7 +87,7 @@ class Registry(Generic[T]):
         try:
             return self._jobs[name]
         except KeyError:
-            raise self._unknown(name) from None
+            raise self._unknown(name, did_you_mean(name, self._jobs)) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._jobs

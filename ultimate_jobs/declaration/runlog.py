@@ -134,14 +134,12 @@ class RunLogger(logging.LoggerAdapter[logging.Logger]):
         text = scrub_text(_text(msg, args, kwargs.pop("exc_info", None)), self.secrets)
         if kept:
             self._keep(level, text)
-        extra = kwargs.get("extra")
-        if isinstance(extra, dict):
-            kwargs["extra"] = {
-                key: scrub_text(value, self.secrets)
-                if isinstance(value, str)
-                else value
-                for key, value in extra.items()
-            }
+        # The attempt's own fields too: a correlation id may quote a hidden value.
+        extra = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        kwargs["extra"] = {
+            key: scrub_text(value, self.secrets) if isinstance(value, str) else value
+            for key, value in extra.items()
+        }
         super().log(level, text, **kwargs)
 
     def _keep(self, level: int, text: str) -> None:

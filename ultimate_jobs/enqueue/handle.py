@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import (
     Concurrency,
     Declaration,
@@ -22,6 +23,7 @@ from ultimate_jobs.declaration.queues import DEFAULT_QUEUE
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.retry import Retry
 from ultimate_jobs.enqueue.options import Enqueued, EnqueueOptions, check_options
+from ultimate_jobs.enqueue.queues import check_declared
 from ultimate_jobs.enqueue.write import enqueue_inputs
 from ultimate_jobs.ground.durations import Duration
 from ultimate_jobs.ground.exceptions import InvalidArgument
@@ -50,9 +52,12 @@ class JobHandle:
     def using(self, **options: Any) -> JobHandle:
         """A handle with per-call options: delay, run_at, queue, priority, run_id,
         actor, on_conflict ("return" answers the live job; "error" raises JobDuplicate)."""
-        return JobHandle(
-            self.definition, check_options(self.options, options, self.name)
-        )
+        checked = check_options(self.options, options, self.name)
+        settings = get_settings()
+        if options.get("queue") is not None and settings.QUEUES:
+            # QUEUES given: workers serve those (H5), so another queue is a typo
+            check_declared(checked.queue or "", settings, job=self.name)
+        return JobHandle(self.definition, checked)
 
     def enqueue(self, **kwargs: Any) -> Enqueued:
         """Put one run on the queue; answers its ids (deduped=True for a held key)."""

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from ultimate_jobs.conf import JobsSettings, get_settings
-from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
@@ -24,6 +24,7 @@ from ultimate_jobs.ground.exceptions import (
     JobDuplicate,
 )
 from ultimate_jobs.ground.signals import job_enqueued
+from ultimate_jobs.observability.redaction import shown_correlation
 from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ def enqueue_inputs(
     by_alias: dict[str, list[int]] = {}
     for index, row in enumerate(rows):  # Q1: each row goes to its queue's alias
         by_alias.setdefault(settings.database_for(row.queue), []).append(index)
+    for alias in by_alias:  # the app installed, PostgreSQL: said before any SQL
+        ensure_jobs_database(alias)
     answers: list[Enqueued | None] = [None] * len(rows)
     staged = False
     for alias, indexes in by_alias.items():  # one statement per alias
@@ -144,7 +147,9 @@ def announce(
                     "tenant_id": row.tenant_id,
                     "deduped": answer.deduped,
                     "staged": staged,
-                    "correlation_id": row.correlation_id,
+                    "correlation_id": shown_correlation(
+                        row.name, row.correlation_id, row.input, row.redact
+                    ),
                 },
             )
         if not answer.deduped:

@@ -7,6 +7,7 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── InvalidArgument               a value handed to a public entry point is invalid
 │   ├── InvalidDuration           a duration is zero, negative or malformed
 │   ├── InvalidQueueName          a queue name breaks ^[a-z0-9][a-z0-9_.-]{0,62}$
+│   ├── UnknownQueue              a queue no job, QUEUES nor task declares
 │   ├── InstantOutOfRange         an instant before 1970 or more than 100 years ahead
 │   ├── JobDeclarationInvalid     a @job declaration (or a value it answers) is invalid
 │   │   ├── IdempotencyRequired   @job without idempotency_key
@@ -44,6 +45,8 @@ JobsError                         base class: catch this to catch ours (has .cod
 ├── LeaseLost                     this worker no longer holds the job's claim
 ├── QueryError                    a named SQL statement failed (driver error in __cause__)
 ├── UnsupportedDatabase           the jobs database is not PostgreSQL
+├── AppNotInstalled               "ultimate_jobs" is not in INSTALLED_APPS
+├── MigrationsPending             the jobs database lacks this release's migrations
 ├── JobTenantMismatch             a factory job's input names another tenant than its run
 ├── ExportInvalid                 an export's source, prefix, storage or cell is unusable
 │   ├── ExportUnknownColumn       row() answered a key the export's columns do not carry
@@ -157,9 +160,16 @@ class InvalidDuration(InvalidArgument):
 
 
 class InvalidQueueName(InvalidArgument):
-    """A queue name does not match ^[a-z0-9][a-z0-9_.-]{0,62}$."""
+    """A queue name does not match ``^[a-z0-9][a-z0-9_.-]{0,62}$``."""
 
     code = "X_INVALID_QUEUE"
+
+
+class UnknownQueue(InvalidArgument):
+    """A queue that no job, QUEUES nor task declares: work there would wait for a
+    worker nobody starts. The message names the closest declared queue."""
+
+    code = "X_UNKNOWN_QUEUE"
 
 
 class InstantOutOfRange(InvalidArgument):
@@ -334,8 +344,8 @@ class UnknownJob(JobsError):
     code = "X_UNKNOWN_JOB"
     classification = "retryable"  # a worker of another release may know it
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"name={name!r}: no job is registered under this name")
+    def __init__(self, name: str, hint: str = "") -> None:
+        super().__init__(f"name={name!r}: no job is registered under this name{hint}")
         self.name = name
 
 
@@ -344,9 +354,10 @@ class UnknownTask(JobsError):
 
     code = "X_UNKNOWN_TASK"
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, hint: str = "") -> None:
         super().__init__(
             f"name={name!r}: no task is declared and no schedule is stored under it"
+            + hint
         )
         self.name = name
 
@@ -553,6 +564,19 @@ class UnsupportedDatabase(JobsError, ImproperlyConfigured):
     """The jobs database alias is not PostgreSQL."""
 
     code = "X_UNSUPPORTED_DATABASE"
+
+
+class AppNotInstalled(JobsError, ImproperlyConfigured):
+    """``ultimate_jobs`` is missing from INSTALLED_APPS: its tables, commands and
+    discovery of ``jobs`` modules are absent."""
+
+    code = "X_APP_NOT_INSTALLED"
+
+
+class MigrationsPending(JobsError, ImproperlyConfigured):
+    """The jobs database lacks migrations of this release: run ``manage.py migrate``."""
+
+    code = "X_MIGRATIONS_PENDING"
 
 
 class JobTenantMismatch(JobsError):

@@ -29,19 +29,17 @@ from typing import Any
 from ultimate_jobs.declaration.definition import Concurrency
 from ultimate_jobs.declaration.queues import validate_queue
 from ultimate_jobs.declaration.registry import Registry
+from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import InvalidArgument
 from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|m|h))?\s*$")
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(s|m|h))?\s*$")
 _PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def _whole(field_name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(field_name, value, "a whole number of at least 1")
-    return value
+MAX_BUDGET = 100_000  # a budget past any process's thread count is a typo
 
 
 def parse_rate(value: object, *, field_name: str = "rate_per_tenant") -> float:
@@ -62,10 +60,12 @@ def parse_queue_budgets(value: str, *, field_name: str = "per_queue") -> dict[st
     budgets: dict[str, int] = {}
     for part in (p.strip() for p in value.split(",")):
         name, sep, number = part.partition("=")
-        if not sep or not number.strip().isdigit():
+        if not sep or not re.fullmatch(r"[0-9]{1,9}", number.strip()):
             raise InvalidArgument(field_name, value, "queue=N pairs, e.g. 'mail=4'")
         queue = validate_queue(name.strip(), field=field_name)
-        budgets[queue] = _whole(f"{field_name}.{queue}", int(number))
+        budgets[queue] = validate.whole(
+            int(number), field=f"{field_name}.{queue}", most=MAX_BUDGET
+        )
     return budgets
 
 
@@ -87,14 +87,16 @@ class Limits:
 
     def __post_init__(self) -> None:
         checked = {
-            validate_queue(queue, field="per_queue"): _whole(f"per_queue.{queue}", n)
+            validate_queue(queue, field="per_queue"): validate.whole(
+                n, field=f"per_queue.{queue}", most=MAX_BUDGET
+            )
             for queue, n in dict(self.per_queue).items()
         }
         object.__setattr__(self, "per_queue", checked)
         if self.per_tenant is not None:
-            _whole("per_tenant", self.per_tenant)
+            validate.whole(self.per_tenant, field="per_tenant", most=MAX_BUDGET)
         if self.total is not None:
-            _whole("total", self.total)
+            validate.whole(self.total, field="total", most=MAX_BUDGET)
         if self.rate_per_tenant is not None:
             object.__setattr__(
                 self, "rate_per_tenant", parse_rate(self.rate_per_tenant)
@@ -145,8 +147,12 @@ def limits_from_options(options: Mapping[str, Any]) -> Limits:
         per_queue=parse_queue_budgets(per_queue, field_name="--per-queue")
         if per_queue
         else {},
-        per_tenant=None if per_tenant is None else _whole("--per-tenant", per_tenant),
-        total=None if total is None else _whole("--global-limit", total),
+        per_tenant=None
+        if per_tenant is None
+        else validate.whole(per_tenant, field="--per-tenant", most=MAX_BUDGET),
+        total=None
+        if total is None
+        else validate.whole(total, field="--global-limit", most=MAX_BUDGET),
         rate_per_tenant=None
         if rate is None
         else parse_rate(rate, field_name="--rate-per-tenant"),

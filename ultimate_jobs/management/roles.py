@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.maintenance.host import Maintenance
+from ultimate_jobs.runtime.budget import warn_at_start
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
 from ultimate_jobs.runtime.share import SlotShare
@@ -224,8 +225,11 @@ def serve(names: Sequence[str], settings: JobsSettings, **options: Any) -> int:
     role. ``options`` are the fields of RoleOptions (queues, concurrency, worker_id,
     max_jobs, extra).
     """
-    lifecycle = Lifecycle()
+    lifecycle = Lifecycle(drain_timeout=settings.DRAIN_TIMEOUT)
     lifecycle.install_signals()
+    # Issue 31: warn when this process would leave operators no connection, or when
+    # the alias commits asynchronously (runtime/budget.py).
+    warn_at_start(settings, names, options.get("concurrency"))
     wakes = (
         {alias: Wake(alias, stop=lifecycle.stopping) for alias in settings.aliases}
         if settings.WAKE

@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ultimate_jobs.conf import reading_aliases
+from ultimate_jobs.ground.exceptions import JobsError
+from ultimate_jobs.runtime.budget import OPERATOR_RESERVE, server_room
+
 Write = Callable[[str], Any]  # the command's stdout.write
 
 
@@ -34,6 +38,7 @@ def write_answer(write: Write, verb: str, result: Any) -> None:
                 f"{worker['id']}  queues={','.join(worker['queues'])} slots={worker['slots']} "
                 f"in_flight={len(worker['in_flight'])} heartbeat={worker['heartbeat_at']}"
             )
+        _fleet(write)
     elif verb == "show":
         _show(write, result)
     elif verb == "deploy-check":
@@ -50,6 +55,22 @@ def write_answer(write: Write, verb: str, result: Any) -> None:
         )
     else:
         write(" ".join(f"{k}={v}" for k, v in result.items()))
+
+
+def _fleet(write: Write) -> None:
+    """The fleet's connections on each alias against its budget (issue 31)."""
+    for alias in reading_aliases():
+        try:
+            room = server_room(alias)
+        except JobsError:
+            continue
+        purposes = " ".join(f"{k}={v}" for k, v in sorted(room.ours.items()))
+        write(
+            f"connections on {alias}: fleet={room.fleet} ({purposes or 'none'}) "
+            f"open={room.sessions} max_connections={room.max_connections} "
+            f"usable={room.usable} (superuser {room.superuser_reserved}, "
+            f"operators {OPERATOR_RESERVE})"
+        )
 
 
 def _manifest(write: Write, result: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
+from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.durations import Duration, parse_duration
 from ultimate_jobs.sql import QUERIES
 
@@ -42,6 +43,8 @@ def totals(
         start = (now or timezone.now()) - timedelta(
             seconds=parse_duration(since, field="since")
         )
+    if name is not None:  # B4: refused before the statement (issue 31)
+        check_text(name, field="name", max_length=200)
     rows = DjangoDatabase(get_settings().DATABASE).run(
         QUERIES["counter_totals"], since=start, name=name
     )

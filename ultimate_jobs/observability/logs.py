@@ -49,11 +49,26 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+_BARE = re.compile(r'[^\s="\\]+')
+
+
+def logfmt_value(value: object) -> str:
+    """A field's value as logfmt writes it: bare when it is a plain word, else in
+    double quotes with ``\\`` and ``"`` escaped, so a value holding a space and an
+    ``=`` (a tenant id ``"t job_id=forged"``) stays ONE field for a logfmt parser
+    and can never forge another (issue 31). Control characters are escaped too."""
+    text = escape_controls(str(value))
+    if _BARE.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class KeyValueFormatter(logging.Formatter):
     """``2026-11-30 12:00:00,000 INFO jobs.attempt.settled job_id=… outcome=completed``.
 
     One record is one line: control characters in the message and in every field are
-    escaped (a traceback, when there is one, follows on its own lines).
+    escaped (a traceback, when there is one, follows on its own lines), and a value
+    that is not a plain word is quoted (``logfmt_value``).
     """
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
@@ -63,7 +78,7 @@ class KeyValueFormatter(logging.Formatter):
         line = super().format(record)
         head, newline, trace = line.partition("\n")
         fields = " ".join(
-            f"{escape_controls(str(key))}={escape_controls(str(value))}"
+            f"{escape_controls(str(key))}={logfmt_value(value)}"
             for key, value in extra_fields(record).items()
         )
         head = f"{head} {fields}" if fields else head

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.db import Database
+from ultimate_jobs.db import Database, hot_door
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql import arrays
-from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence
+from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence, JobId
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ class Acks:
         start: bool = True,
     ) -> None:
         self.db = db
+        self._hot = hot_door(db)  # below the cursor on a DirectDatabase (db.py)
         self.window = window
         self.retry_for = retry_for
         self.now = now
@@ -126,7 +127,7 @@ class Acks:
         pause = min(0.05, self.window)
         while True:
             try:
-                rows = self.db.run(
+                rows: list[JobId] = self._hot(
                     JOB_COMPLETE,
                     # Binary arrays (sql/arrays.py): psycopg's list dumper was
                     # a tenth of a busy worker's Python time.

@@ -2,6 +2,8 @@
 
 ``run_once(limit)`` answers the runs to start, at most ``limit``:
 
+0. after a wake (``claim_soon()``) the claims come first, in one hop: the staging
+   pass runs in the same round only when they find nothing;
 1. the staging pass (``job_stage``) owns every time-driven move: due delayed and
    suspended rows and lapsed leases made ready, a lapse on the final attempt buried
    and announced here (W5). It runs at most once per ``stage_every`` seconds, or at
@@ -27,10 +29,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from ultimate_jobs.db import DirectDatabase, DjangoDatabase
+from ultimate_jobs.db import DirectDatabase, DjangoDatabase, hot_door
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import Budget, claim_parameters, fleet_caps
 from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
@@ -68,7 +71,7 @@ class Claimer:
         any_name: bool = False,
         tally: dict[str, int] | None = None,
     ) -> None:
-        self.db = db
+        self.db = db  # the stage and the claims go through its hot door (db.py)
         self.jobs = jobs
         self.queues = list(queues)
         self.worker_id = worker_id
@@ -94,17 +97,47 @@ class Claimer:
         self.dropped = [h.name for h in jobs if not h.definition.dead_letter]
         self._staged_at = float("-inf")
         self._stage_now = False
+        self._claim_now = False
 
     def stage_soon(self) -> None:
         """Run the staging pass in the next round (a row may have come due)."""
         self._stage_now = True
 
+    def claim_soon(self) -> None:
+        """Claim at once in the next round, before any staging pass: a wake says a
+        row was made ready (N1), so the one statement that takes it is the claim. A
+        claim that finds nothing stages next (the wake may be for a row not ready yet:
+        a resumed wait, a promotion) and claims again."""
+        self._claim_now = True
+
     def run_once(self, limit: int) -> list[ClaimedJob]:
         """One round: the runs to start now, in claim order (at most ``limit``)."""
         self.ended = 0
         started = time.monotonic()
-        if not self._staged_or_due() and not self.any_name:
-            return []  # nothing due, nothing ready: the idle poll was one statement
+        rows: list[ClaimedJob] = []
+        if self._claim_now:
+            self._claim_now = False
+            rows = self._claims(limit)
+            if not rows and not self.ended:
+                self._stage_now = True
+        if not rows:
+            if not self._staged_or_due() and not self.any_name:
+                return []  # nothing due, nothing ready: the idle poll was one statement
+            rows = self._claims(limit)
+        metrics.claim_finished(time.monotonic() - started)
+        admitted: list[ClaimedJob] = []
+        for row in rows:
+            admission = admit(self.db, self.jobs, row, now=self._now())
+            if admission is not Admission.RUN:
+                self.ended += 1
+                self.tally[str(admission)] = self.tally.get(str(admission), 0) + 1
+                continue
+            self.budget.started([row])
+            admitted.append(row)
+        return admitted
+
+    def _claims(self, limit: int) -> list[ClaimedJob]:
+        """The plain claim, then the limited one for what room it left."""
         rows = self._claim_plain(limit)
         if (self.limited_names or self.any_name) and len(rows) < limit:
             rows += self._claimed_rows(
@@ -119,17 +152,7 @@ class Claimer:
                     self.jobs, self.budget, queues=self.queues, held=self.holding()
                 ),
             )
-        metrics.claim_finished(time.monotonic() - started)
-        admitted: list[ClaimedJob] = []
-        for row in rows:
-            admission = admit(self.db, self.jobs, row, now=self._now())
-            if admission is not Admission.RUN:
-                self.ended += 1
-                self.tally[str(admission)] = self.tally.get(str(admission), 0) + 1
-                continue
-            self.budget.started([row])
-            admitted.append(row)
-        return admitted
+        return rows
 
     @property
     def again(self) -> bool:
@@ -156,7 +179,7 @@ class Claimer:
     def _stage(self) -> tuple[int, bool]:
         """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
         lapsed final attempts buried and announced (W5)."""
-        rows = self.db.run(
+        rows: list[Staged] = hot_door(self.db)(
             JOB_STAGE,
             queues=self._packed_queues,
             limit=STAGE_BATCH,
@@ -191,7 +214,7 @@ class Claimer:
     ) -> list[ClaimedJob]:
         """One claim statement's rows; those Python cannot read are settled at once,
         never retried (B4), before the next statement on ``db`` forgets them."""
-        rows = self.db.run(query, **params)
+        rows: list[ClaimedJob] = hot_door(self.db)(query, **params)
         self._bury_unreadable()
         return rows
 
@@ -211,7 +234,7 @@ class Claimer:
                 "job_name": row["name"],
                 "attempt": row["attempt"],
                 "error": "LEASE_LAPSED_FINAL_ATTEMPT",
-                "correlation_id": row["correlation_id"],
+                "correlation_id": logged_correlation(row),
             },
         )
         metrics.job_buried(row, jobs=self.jobs)

@@ -66,6 +66,18 @@ class Finisher:
         started: float,
         progress: str | None = None,
     ) -> Attempt:
+        if token.is_set() and token.reason == DRAINING:
+            # The body returned although its worker asked it to stop: a body that
+            # returns on its token is marked done, mid-work or not (issue 30).
+            logger.warning(
+                "jobs.attempt.returned-while-draining",
+                extra={
+                    **job_fields(job),
+                    "outcome": "completed",
+                    "hint": "raise (run.cancel_token.raise_if_cancelled()) to hand the "
+                    "job back to the queue instead",
+                },
+            )
         duration = time.monotonic() - started
         if self.acks is not None and not _heard(handle, job):
             # N3: nobody waits on this ending; the completion joins the next batch and

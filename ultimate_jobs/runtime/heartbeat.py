@@ -22,6 +22,7 @@ from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.ground.cancel import CANCELLED, LEASE_LOST
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.held import Held, Ledger
 from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle
 from ultimate_jobs.sql import QUERIES
@@ -110,7 +111,7 @@ class Beat:
                         extra={
                             "job_id": str(row["id"]),
                             "job_name": entry.row["name"],
-                            "correlation_id": entry.row["correlation_id"],
+                            "correlation_id": logged_correlation(entry.row),
                         },
                     )
             else:
@@ -132,7 +133,7 @@ class Beat:
                     "job_name": entry.row["name"],
                     "queue": entry.row["queue"],
                     "worker_id": self.worker_id,
-                    "correlation_id": entry.row["correlation_id"],
+                    "correlation_id": logged_correlation(entry.row),
                 },
             )
             metrics.lease_lost(entry.row["queue"])

@@ -22,7 +22,9 @@ FINISH = "FINISHED"  # --max-jobs reached: drain without cancelling anything
 class Lifecycle:
     """The stop and abandon switches of one process."""
 
-    def __init__(self) -> None:
+    def __init__(self, drain_timeout: float | None = None) -> None:
+        # DRAIN_TIMEOUT, said when a signal starts the drain (None: not said)
+        self.drain_timeout = drain_timeout
         self.stopping = threading.Event()
         self.abandoning = threading.Event()
         self.reason: str | None = None
@@ -72,7 +74,12 @@ class Lifecycle:
         self._signals += 1
         name = signal.Signals(signum).name
         if self._signals == 1:
-            logger.warning("jobs.process.draining", extra={"signal": name})
+            # Say how long the drain may take and how to cut it short (issue 30).
+            said = {"signal": name}
+            if self.drain_timeout is not None:
+                said["drain_up_to"] = f"{self.drain_timeout:g}s"
+            said["stop_now"] = "press Ctrl-C again (or send a second SIGTERM)"
+            logger.warning("jobs.process.draining", extra=said)
             self.stop(DRAIN)
         else:
             logger.error("jobs.process.drain-cut", extra={"signal": name})

@@ -77,12 +77,14 @@ class Publisher:
 
     def deliver(self, target: str, rows: list[StagedJob]) -> int:
         """Q1: publish rows into another alias's queue exactly once, keyed on the
-        staged rows' ids there (outbox_deliver); answer how many jobs were written."""
+        staged rows' ids there (outbox_deliver); answer how many jobs were written.
+        Its commits are synchronous (issue 31): the relay's mark that drops the staged
+        rows is durable only after this insert is."""
         db = self.targets.get(target)
         if db is None:
             name = f"ultimate_jobs relay {self.relay_id} to {target}"
             db = self.targets[target] = DirectDatabase(
-                target, application_name=name[:63]
+                target, application_name=name[:63], synchronous_commit=True
             )
         delivered = db.run(
             OUTBOX_DELIVER,

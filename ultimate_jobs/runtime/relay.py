@@ -159,10 +159,7 @@ class Relay:
             self.notifications.subscribe(OUTBOX_CHANNEL, self._on_notification)
             self.notifications.start()
         owned = self.db is None
-        db = self.db or DirectDatabase(
-            self.alias,
-            application_name=f"ultimate_jobs relay {self.relay_id}"[:63],
-        )
+        db = self.db or self.source()
         try:
             self._loop(db)
         finally:
@@ -273,6 +270,18 @@ class Relay:
             published=published,
             inserted=inserted,
             set_aside=set_aside,
+        )
+
+    def source(self) -> DirectDatabase:
+        """The session on this relay's own alias. Its commits are synchronous whatever
+        the server's default (issue 31): the claim's commit flushes the WAL past every
+        transaction whose staged rows it took, so no job is delivered for a business
+        transaction a crash could still lose, and the mark that drops a staged row is
+        durable only after the target's insert (also synchronous, ``deliver``) is."""
+        return DirectDatabase(
+            self.alias,
+            application_name=f"ultimate_jobs relay {self.relay_id}"[:63],
+            synchronous_commit=True,
         )
 
     def close(self) -> None:

@@ -50,6 +50,7 @@ from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.limits.budgets import Budget, Limits
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.runtime.claimer import Claimer
+from ultimate_jobs.runtime.fallback import HeldFallback
 from ultimate_jobs.runtime.heartbeat import Beat
 from ultimate_jobs.runtime.held import Ledger
 from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
@@ -181,13 +182,13 @@ class Worker:
         if self.notifications is not None:
             self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
             self.notifications.start()
-        acks_db = self._database("acks")
+        acks_db = self._held("acks")  # falls back on the pool (runtime/fallback.py)
         acks = Acks(acks_db, retry_for=self.settings.LEASE)  # batched completions (N3)
         self.pool.open()
         with contextlib.suppress(QueryError):
             acks_db.connect()
         self.pool.spawn(acks)
-        heartbeat_db = self._database("heartbeat")
+        heartbeat_db = self._held("heartbeat")
         threading.Thread(
             target=self.heartbeat.loop,
             args=(heartbeat_db,),
@@ -224,9 +225,10 @@ class Worker:
 
     def _on_notification(self, queue: str) -> None:
         if queue in self.queues:
-            # A wake may be for a row not ready yet (a resumed wait, a promotion): the
-            # staging pass runs first; it also says whether the claim has work (N1).
-            self._wake_to_stage()
+            # One hop: the claim runs first; only when it finds nothing does the
+            # staging pass look for a row not ready yet (a resumed wait, a promotion).
+            self.claimer.claim_soon()
+            self.wake()
 
     def _wake_to_stage(self) -> None:
         self.claimer.stage_soon()
@@ -351,6 +353,16 @@ class Worker:
         if reason == FINISH:
             return  # --max-jobs: the runs in flight finish undisturbed
         self.pool.cancel_all()
+
+    def _held(self, purpose: str) -> HeldFallback:
+        """Issue 31: a renewal or a settle whose own connection cannot be dialled runs
+        on the handler pool, waiting for it at most a third of the lease."""
+        return HeldFallback(
+            self.alias,
+            application_name=f"ultimate_jobs {purpose} {self.worker_id}"[:63],
+            backup=self.pool.connections,
+            wait=self.settings.LEASE / 3,
+        )
 
     def _database(self, purpose: str) -> DirectDatabase:
         return DirectDatabase(

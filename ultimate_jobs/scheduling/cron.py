@@ -85,7 +85,9 @@ _FIELDS: tuple[tuple[str, int, int, tuple[str, ...], int], ...] = (
     ("month", 1, 12, MONTHS, 1),
     ("day of week", 0, 7, DAYS, 0),
 )
-_NUMBER = re.compile(r"^\d+$")
+_NUMBER = re.compile(
+    r"^[0-9]+$"
+)  # ASCII digits only: int() also reads Arabic-Indic ones
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 

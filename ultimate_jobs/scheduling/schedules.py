@@ -271,11 +271,16 @@ class Target:
         return f"{self.kind}:{self.name}"
 
 
+MAX_TASK_NAME = 255  # a task name or a schedule key, at most
+
+
 def _target(task: TaskHandle | str) -> Target:
     from ultimate_jobs.models import Schedule
 
     if isinstance(task, TaskHandle):
         task = task.name
+    # B4: a name PostgreSQL cannot hold is refused before the lookups (issue 31).
+    check_text(task, field="task", max_length=MAX_TASK_NAME)
     if task in task_registry:
         handle = task_registry.get(task)
         d = handle.definition

@@ -157,8 +157,16 @@ class Delivery:
         run.cancel_token.raise_if_cancelled()
         headers = self._headers(target, fact, body)
         started = time.monotonic()
-        allowed = allowed_networks(get_settings().WEBHOOK_ALLOWED_NETWORKS)
-        answer = post(target.url, body, headers, self.timeout, allowed=allowed)
+        settings = get_settings()
+        allowed = allowed_networks(settings.WEBHOOK_ALLOWED_NETWORKS)
+        answer = post(
+            target.url,
+            body,
+            headers,
+            self.timeout,
+            allowed=allowed,
+            secret_patterns=settings.WEBHOOK_SECRET_PATTERNS,
+        )
         duration = time.monotonic() - started
         failures = self.ledger.record(
             DeliveryAttempt(

@@ -7,7 +7,11 @@
    loopback, link-local (169.254.0.0/16 and its cloud metadata service, fe80::/10),
    private (10/8, 172.16/12, 192.168/16, 100.64/10 shared space), unique-local
    (fc00::/7), multicast, unspecified, reserved or documentation space, with an
-   IPv4-mapped IPv6 address (``::ffff:10.0.0.1``) judged as the IPv4 address it maps.
+   IPv4-mapped IPv6 address (``::ffff:10.0.0.1``) judged as the IPv4 address it maps,
+   and an address that carries an IPv4 address inside it judged by that address too:
+   6to4 (``2002::/16``) and NAT64 (``64:ff9b::/96``) pass exactly when the IPv4 they
+   embed does; Teredo (``2001::/32``) is refused whatever it embeds (its server and
+   client are named when either is not public; the prefix itself is not global).
    ``WEBHOOK_ALLOWED_NETWORKS`` (CIDR) lists networks allowed anyway (a receiver on
    127.0.0.1 in development, a partner on a private link);
 2. connects to the address it checked, never resolving again: the request carries
@@ -20,8 +24,12 @@
    authorization, never as part of the host.
 
 A refusal or a failure is an answer (``Answer``), never an exception; its error text
-never holds the URL's credentials or query values (``mask_url``, ``url_secrets``):
-the ledger, ``last_error`` and the logs get the masked form. Proxies
+never holds the URL's credentials, its query values or the secrets its path carries
+(``mask_url``, ``url_secrets``): the ledger, ``last_error`` and the logs get the
+masked form. Path secrets are found by rule, ``WEBHOOK_SECRET_PATTERNS``: regular
+expressions searched in the URL's path, each match's first group (or the whole match
+when it has none) masked; the defaults cover Slack, Discord, Microsoft Teams,
+Mattermost, Zapier, Telegram and any path segment of 24 or more token characters. Proxies
 (``HTTPS_PROXY``) are not used: the check is of the address the request goes to.
 """
 
@@ -32,6 +40,7 @@ import email.utils
 import functools
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import urllib.parse
@@ -39,13 +48,43 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ultimate_jobs.declaration.redaction import scrub_text
+from ultimate_jobs.declaration.redaction import (
+    DEFAULT_SECRET_PATTERNS as DEFAULT_SECRET_PATTERNS,
+)
+from ultimate_jobs.declaration.redaction import (
+    scrub_text,
+)
 
 MAX_ERROR_CHARS = 300
 MASK = "***"
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def path_secrets(
+    path: str, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS
+) -> list[str]:
+    """The secrets ``patterns`` find in a URL path (group 1, else the whole match)."""
+    found: list[str] = []
+    for pattern in _compiled(tuple(patterns)):
+        for match in pattern.finditer(path):
+            secret = match.group(1) if pattern.groups else match.group(0)
+            if secret and secret not in found:
+                found.append(secret)
+    return found
+
+
+def _masked_path(path: str, patterns: Sequence[str]) -> str:
+    for secret in sorted(path_secrets(path, patterns), key=len, reverse=True):
+        path = path.replace(secret, MASK)
+    return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +104,10 @@ class Answer:
 # -- what a URL may show ----------------------------------------------------------------
 
 
-def mask_url(url: str) -> str:
-    """The URL with its credentials and each query value replaced by ``***``:
-    ``https://***:***@host/hook?token=***``. The fragment is dropped."""
+def mask_url(url: str, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS) -> str:
+    """The URL with its credentials, each query value and each path secret
+    ``patterns`` find replaced by ``***``: ``https://***:***@host/hook?token=***``.
+    The fragment is dropped."""
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname or ""
@@ -87,15 +127,20 @@ def mask_url(url: str) -> str:
         f"{key}={MASK}" if value else key
         for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    path = _masked_path(parts.path, patterns)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
-def url_secrets(url: str) -> list[str]:
-    """The parts of ``url`` no text may show: the whole URL, its user info, its query
-    and each query value (and their decoded forms)."""
+def url_secrets(
+    url: str, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS
+) -> list[str]:
+    """The parts of ``url`` no text may show: the whole URL, its user info, its query,
+    each query value and each path secret (and their decoded forms)."""
     found = {url}
     try:
         parts = urllib.parse.urlsplit(url)
+        for secret in path_secrets(parts.path, patterns):
+            found.update({secret, urllib.parse.unquote(secret), parts.path})
         for value in (parts.username, parts.password):
             if value:
                 found.update({value, urllib.parse.unquote(value)})
@@ -112,13 +157,14 @@ def url_secrets(url: str) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-def describe(error: BaseException, url: str) -> str:
+def describe(
+    error: BaseException, url: str, patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS
+) -> str:
     """An error's text with every secret part of ``url`` masked, bounded."""
     text = f"{type(error).__name__}: {error}"
-    text = text.replace(url, mask_url(url))
-    return scrub_text(text, url_secrets(url)).replace("[redacted]", MASK)[
-        :MAX_ERROR_CHARS
-    ]
+    text = text.replace(url, mask_url(url, patterns))
+    secrets = url_secrets(url, patterns)
+    return scrub_text(text, secrets).replace("[redacted]", MASK)[:MAX_ERROR_CHARS]
 
 
 # -- which addresses a delivery may reach --------------------------------------------------
@@ -129,13 +175,36 @@ def allowed_networks(networks: tuple[str, ...]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(n, strict=False) for n in networks)
 
 
+def embedded_ipv4(address: IPAddress) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """The IPv4 addresses an IPv6 address carries, each with the form carrying it:
+    6to4 (2002::/16), Teredo (2001::/32: server and client) and NAT64 (64:ff9b::/96)."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    if address.sixtofour is not None:
+        return [("6to4", address.sixtofour)]
+    if address.teredo is not None:
+        server, client = address.teredo
+        return [("Teredo server", server), ("Teredo client", client)]
+    if address in NAT64:
+        return [("NAT64", ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))]
+    return []
+
+
 def refusal(address: IPAddress, allowed: Iterable[Network] = ()) -> str | None:
     """Why a delivery may not reach ``address`` (None: it may). An IPv4-mapped IPv6
-    address is judged as the IPv4 address it maps."""
+    address is judged as the IPv4 address it maps, a 6to4 or NAT64 one as the IPv4 it
+    embeds; a Teredo one is refused, naming an embedded address that is not public."""
+    allowed = tuple(allowed)
     if any(address in network for network in allowed):
         return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return refusal(address.ipv4_mapped, allowed)
+    carried = embedded_ipv4(address)
+    for form, inner in carried:
+        if (reason := refusal(inner, allowed)) is not None:
+            return f"{reason} ({form} {inner})"
+    if carried and not carried[0][0].startswith("Teredo"):
+        return None  # 6to4 and NAT64 reach the IPv4 they carry: it passed
     if isinstance(address, ipaddress.IPv6Address) and address in UNIQUE_LOCAL:
         return "unique-local"
     for kind, test in (
@@ -243,6 +312,7 @@ def post(
     timeout: float,
     *,
     allowed: Sequence[Network] = (),
+    secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
 ) -> Answer:
     """POST once to a checked address, following no redirect (see the module)."""
     try:
@@ -254,7 +324,7 @@ def post(
     try:
         address, why = checked_address(parts.hostname or "", port, allowed)
     except (OSError, ValueError, UnicodeError) as exc:
-        return Answer(None, error=describe(exc, url))
+        return Answer(None, error=describe(exc, url, secret_patterns))
     if address is None:
         return Answer(None, error=why[:MAX_ERROR_CHARS], refused=True)
     target = parts.path or "/"
@@ -282,6 +352,6 @@ def post(
         )
     except (OSError, http.client.HTTPException, ValueError) as exc:
         # Refused, reset, timed out, a TLS failure, a broken answer.
-        return Answer(None, error=describe(exc, url))
+        return Answer(None, error=describe(exc, url, secret_patterns))
     finally:
         connection.close()

@@ -8,10 +8,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
+from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
+from ultimate_jobs.management.sizes import MAX_BATCH_SIZE, check_count
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.relay import BATCH_SIZE
+from ultimate_jobs.runtime.worker import MAX_WORKER_ID
 
 
 class Command(BaseCommand):
@@ -34,13 +38,18 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_default_logging(options["verbosity"])
-        if options["batch_size"] < 1:
-            raise CommandError(
-                f"--batch-size={options['batch_size']}: must be at least 1"
-            )
         settings = get_settings()
         try:
+            check_count("--batch-size", options["batch_size"], high=MAX_BATCH_SIZE)
+            if options["relay_id"] is not None:
+                check_text(
+                    options["relay_id"],
+                    field="--relay-id",
+                    max_length=MAX_WORKER_ID,
+                    empty=False,
+                )
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
         raise SystemExit(

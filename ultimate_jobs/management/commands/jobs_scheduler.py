@@ -16,6 +16,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.logs import configure_default_logging
 
 
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         settings = get_settings()
         try:
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
         raise SystemExit(serve(["scheduler"], settings))

@@ -6,10 +6,14 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.ground.bounds import json_problem, text_problem
+from ultimate_jobs.ground.exceptions import InvalidArgument, QueryError
 from ultimate_jobs.sql import QUERIES, Query
+
+MAX_DEPTH = 64  # a -p value nested deeper is refused before it is parsed further
 
 
 class Command(BaseCommand):
@@ -54,7 +58,8 @@ class Command(BaseCommand):
         name = options["show"] or options["render"] or options["explain"]
         found = QUERIES.get(name)
         if found is None:
-            raise CommandError(f"NAME={name!r}: no such statement (see --list)")
+            refused = InvalidArgument("NAME", name, "no such statement (see --list)")
+            raise CommandError(str(refused))
         query: Query[Any] = found
         if options["show"]:
             self.stdout.write(
@@ -62,16 +67,26 @@ class Command(BaseCommand):
             )
             return
         params = _params(query, options["param"])
+        try:
+            self._run(
+                query, params, render=options["render"], analyze=options["analyze"]
+            )
+        except (DatabaseError, ValueError, TypeError) as exc:
+            # The statement with these parameters failed in the driver or the server:
+            # a coded line, never a traceback (issue 31).
+            raise CommandError(str(QueryError(query.name, exc))) from exc
+
+    def _run(
+        self, query: Query[Any], params: dict[str, Any], *, render: bool, analyze: bool
+    ) -> None:
         connection = connections[get_settings().DATABASE]
         with connection.cursor() as cursor:
             rendered = cursor.mogrify(query.text, params)
             text = rendered.decode() if isinstance(rendered, bytes) else rendered
-            if options["render"]:
+            if render:
                 self.stdout.write(text)
                 return
-            explain = (
-                "EXPLAIN (ANALYZE, BUFFERS) " if options["analyze"] else "EXPLAIN "
-            )
+            explain = "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
             cursor.execute("BEGIN")
             try:
                 cursor.execute(explain + text)
@@ -86,11 +101,18 @@ def _params(query: Query[Any], given: list[str]) -> dict[str, Any]:
     for item in given:
         key, sep, raw = item.partition("=")
         if not sep or key not in query.params:
-            raise CommandError(
-                f"-p {item!r}: expected KEY=VALUE with KEY one of {sorted(query.params)}"
+            refused = InvalidArgument(
+                "-p", item, f"expected KEY=VALUE with KEY one of {sorted(query.params)}"
             )
+            raise CommandError(str(refused))
+        if (problem := text_problem(raw)) is not None:
+            raise CommandError(str(InvalidArgument(f"-p {key}", raw, problem)))
         try:
             values[key] = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             values[key] = raw
+        found = json_problem(values[key], max_depth=MAX_DEPTH)
+        if found is not None:
+            where = f"-p {key}" + (f" {found.path}" if found.path else "")
+            raise CommandError(str(InvalidArgument(where, found.value, found.reason)))
     return values

@@ -9,11 +9,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ensure_postgresql
 from ultimate_jobs.declaration.queues import validate_queue
+from ultimate_jobs.enqueue.queues import check_declared
 from ultimate_jobs.ground.bounds import check_text
-from ultimate_jobs.ground.exceptions import JobsError
+from ultimate_jobs.ground.exceptions import InvalidArgument, JobsError
 from ultimate_jobs.limits.budgets import add_limit_arguments, limits_from_options
 from ultimate_jobs.management.roles import DEFAULT_ROLES, ROLES, serve
-from ultimate_jobs.management.supervisor import supervise
+from ultimate_jobs.management.sizes import (
+    MAX_CONCURRENCY,
+    MAX_JOBS,
+    MAX_PROCESSES,
+    PROCESSES_PER_CPU,
+    check_count,
+    check_processes,
+)
+from ultimate_jobs.management.supervisor import supervise, watch_supervisor
+from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
@@ -30,6 +40,12 @@ class Command(BaseCommand):
             help="comma-separated queues (default: QUEUES, or every declared queue)",
         )
         parser.add_argument(
+            "--allow-unknown-queues",
+            action="store_true",
+            help="serve --queues that no job and no QUEUES entry declares "
+            "(default: refuse them, naming the closest declared queue)",
+        )
+        parser.add_argument(
             "--concurrency", type=int, help="handler threads (default: CONCURRENCY)"
         )
         parser.add_argument(
@@ -41,7 +57,13 @@ class Command(BaseCommand):
             "--processes",
             type=int,
             default=1,
-            help="supervise this many worker processes",
+            help="supervise this many worker processes (at most "
+            f"{PROCESSES_PER_CPU} per CPU unless --force, never more than {MAX_PROCESSES})",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help=f"allow --processes past {PROCESSES_PER_CPU} per CPU",
         )
         parser.add_argument(
             "--metrics-port", type=int, help="serve Prometheus metrics on this port"
@@ -59,7 +81,9 @@ class Command(BaseCommand):
         configure_default_logging(options["verbosity"])
         settings = get_settings()
         try:
+            _check_sizes(options)
             ensure_postgresql(settings.DATABASE)
+            refuse_unmigrated(settings.aliases)
             queues = (
                 [
                     validate_queue(q.strip(), field="--queues")
@@ -68,6 +92,9 @@ class Command(BaseCommand):
                 if options["queues"]
                 else None
             )
+            if queues and not options["allow_unknown_queues"]:
+                for queue in queues:
+                    check_declared(queue, settings, field="--queues")
             limits = limits_from_options(options)
             if options["worker_id"] is not None:
                 check_text(
@@ -80,14 +107,12 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         names = [r.strip() for r in options["roles"].split(",") if r.strip()]
         if unknown := [r for r in names if r not in ROLES]:
-            raise CommandError(
-                f"--roles={options['roles']!r}: unknown role {unknown[0]!r} (known: {', '.join(ROLES)})"
+            refused = InvalidArgument(
+                "--roles",
+                options["roles"],
+                f"unknown role {unknown[0]!r} (known: {', '.join(ROLES)})",
             )
-        for name in ("concurrency", "processes", "max_jobs"):
-            if options[name] is not None and options[name] < 1:
-                raise CommandError(
-                    f"--{name.replace('_', '-')}={options[name]}: must be at least 1"
-                )
+            raise CommandError(str(refused))
         if options["metrics_port"] is not None:
             try:
                 serve_worker_metrics(
@@ -97,6 +122,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
+        watch_supervisor()  # a child of --processes dies with its supervisor
         raise SystemExit(
             serve(
                 names,
@@ -108,3 +134,12 @@ class Command(BaseCommand):
                 extra={"limits": limits},
             )
         )
+
+
+def _check_sizes(options: dict[str, Any]) -> None:
+    """Every count flag within its bounds (management/sizes.py), before anything starts."""
+    check_processes(options["processes"], force=options["force"])
+    if options["concurrency"] is not None:
+        check_count("--concurrency", options["concurrency"], high=MAX_CONCURRENCY)
+    if options["max_jobs"] is not None:
+        check_count("--max-jobs", options["max_jobs"], high=MAX_JOBS)

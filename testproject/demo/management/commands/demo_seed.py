@@ -24,6 +24,8 @@ from testproject.demo.jobs import (
     send_welcome,
 )
 from ultimate_jobs import api, recur
+from ultimate_jobs.agents import tokens
+from ultimate_jobs.models import AgentToken
 
 
 class Command(BaseCommand):
@@ -86,3 +88,11 @@ class Command(BaseCommand):
         self.stdout.write(
             "enqueued demo.notify_receiver: a signed POST to /demo/webhook"
         )
+
+        admin = users.objects.get(username="admin")
+        if not AgentToken.objects.filter(name="demo agent").exists():
+            tokens.issue(admin, "demo agent", by="demo_seed")
+            self.stdout.write(
+                "issued the agent token 'demo agent' (docs/agents.md; revoke it "
+                "in the admin)"
+            )
