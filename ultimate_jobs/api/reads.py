@@ -484,7 +484,8 @@ def queue_stats() -> list[dict[str, Any]]:
 
 
 def workers() -> list[dict[str, Any]]:
-    """Every live worker: id, host, pid, queues, slots, in-flight job ids, heartbeat,
+    """Every live worker: id, host, pid, queues, the job names its code declares (None
+    when not recorded), slots, in-flight job ids, heartbeat,
     and the aliases it is registered on (Q1: one row per alias its queues live on)."""
     found: dict[str, dict[str, Any]] = {}
     for alias in reading_aliases():
@@ -499,6 +500,7 @@ def workers() -> list[dict[str, Any]]:
                 "host": w.host,
                 "pid": w.pid,
                 "queues": w.queues,
+                "names": w.names,  # None: not recorded, may serve any name
                 "slots": w.slots,
                 "in_flight": list(w.in_flight),
                 "started_at": w.started_at.isoformat(),
