@@ -25,10 +25,12 @@ from ultimate_jobs.observability import metrics
 from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.held import Held, Ledger
 from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql import QUERIES, arrays
 from ultimate_jobs.sql.rows import JOB_HEARTBEAT, Heartbeat
 
 logger = logging.getLogger(__name__)
+
+MAX_NAMES = 1000  # job names kept in a registry row; past it, none (issue 30)
 
 
 class Beat:
@@ -44,8 +46,12 @@ class Beat:
         lease: float,
         every: float,
         lifecycle: Lifecycle,
+        names: list[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        # The job names it claims, for its registry row (issue 30); None (not recorded)
+        # past MAX_NAMES. Packed once: the statement writes them at the row's insert only.
+        self.names = arrays.texts(names) if names and len(names) <= MAX_NAMES else None
         self.worker_id = worker_id
         self.queues = queues
         self.slots = slots
@@ -164,6 +170,7 @@ class Beat:
                 pid=os.getpid(),
                 started_at=self.started_at,
                 queues=self.queues,
+                names=self.names,
                 slots=self.slots,
                 in_flight=self.ledger.ids()[:100],
                 abandoned=len(overrun),
