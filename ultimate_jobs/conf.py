@@ -117,8 +117,10 @@ def _key(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class JobsSettings:
-    """The effective configuration; durations are held in seconds."""
+class Placement:
+    """Where the jobs live (Q1) and how a worker runs them (W, N1): the first settings,
+    and what they answer beyond their values (an alias per queue, the renewal
+    period). JobsSettings adds the rest."""
 
     DATABASE: str = _key(
         "default",
@@ -212,6 +214,34 @@ class JobsSettings:
         most=DAY,
         doc="how long SIGTERM waits for in-flight jobs",
     )
+
+    def database_for(self, queue: str) -> str:
+        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
+        return self.ROUTES.get(queue, self.DATABASE)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
+        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
+        return (self.DATABASE, *routed)
+
+    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
+        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
+        grouped: dict[str, list[str]] = {}
+        for queue in queues:
+            grouped.setdefault(self.database_for(queue), []).append(queue)
+        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The renewal period: HEARTBEAT, or a third of the lease."""
+        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobsSettings(Placement):
+    """The effective configuration; durations are held in seconds."""
+
     OUTBOX: str = _key(
         "auto",
         kind="choice",
@@ -420,28 +450,6 @@ class JobsSettings:
         "projects name it (issue 30); a job in a module nobody imports is unknown to "
         "the worker, and the dashboard warns of its waiting runs",
     )
-
-    def database_for(self, queue: str) -> str:
-        """The Django alias that holds ``queue``'s jobs (Q1): its route, else DATABASE."""
-        return self.ROUTES.get(queue, self.DATABASE)
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """Every alias that holds jobs tables: DATABASE first, then the routed ones."""
-        routed = sorted(set(self.ROUTES.values()) - {self.DATABASE})
-        return (self.DATABASE, *routed)
-
-    def queues_by_alias(self, queues: Iterable[str]) -> dict[str, list[str]]:
-        """``queues`` grouped by the alias that holds each, in ``aliases`` order."""
-        grouped: dict[str, list[str]] = {}
-        for queue in queues:
-            grouped.setdefault(self.database_for(queue), []).append(queue)
-        return {alias: grouped[alias] for alias in self.aliases if alias in grouped}
-
-    @property
-    def heartbeat_seconds(self) -> float:
-        """The renewal period: HEARTBEAT, or a third of the lease."""
-        return self.HEARTBEAT if self.HEARTBEAT is not None else self.LEASE / 3
 
 
 def specs() -> dict[str, Setting]:

@@ -380,6 +380,61 @@ def _check_columns(columns: object, job: str) -> tuple[str, ...]:
     return tuple(columns)
 
 
+def _export(
+    name: str,
+    *,
+    tenant: Callable[[dict[str, Any]], Any] | NoTenant,
+    prefix: Callable[[dict[str, Any]], str],
+    source: Callable[[dict[str, Any]], QuerySet[Any]],
+    columns: Sequence[str],
+    row: Callable[[Any], Mapping[str, Any]],
+    format: Format,
+    storage: Callable[[], Storage],
+    batch: int,
+    max_part_bytes: int,
+    rate: float | None,
+) -> Export:
+    """The body of an export, its arguments checked (F4): bad ones refused by name."""
+    refuse = partial(JobDeclarationInvalid, job=name)
+    _check_functions(
+        name, tenant=tenant, prefix=prefix, source=source, row=row, storage=storage
+    )
+    if format not in FORMATS:
+        raise JobDeclarationInvalid("format", format, "'csv' or 'jsonl'", job=name)
+    return Export(
+        name,
+        prefix=prefix,
+        source=source,
+        columns=_check_columns(columns, name),
+        row=row,
+        format=format,
+        storage=storage,
+        batch=validate.whole(batch, field="batch", error=refuse),
+        max_part_bytes=validate.whole(
+            max_part_bytes, field="max_part_bytes", error=refuse
+        ),
+        rate=_check_rate(rate, name),
+    )
+
+
+def _check_functions(name: str, *, tenant: object, **functions: object) -> None:
+    """An export's tenant, prefix, source, row and storage are functions (F4)."""
+    if tenant is not NO_TENANT and not callable(tenant):
+        raise JobDeclarationInvalid(
+            "tenant", tenant, "a function of the input, or NO_TENANT", job=name
+        )
+    for field, value in functions.items():
+        if not callable(value):
+            raise JobDeclarationInvalid(
+                field,
+                value,
+                "a function (storage: of nothing, read per write)"
+                if field == "storage"
+                else "a function",
+                job=name,
+            )
+
+
 def export_rows(
     name: str,
     *,
@@ -426,41 +481,18 @@ def export_rows(
         export_orders.enqueue(org_id="o1", export_id="2026-05")
     """
     parameters = check_parameters("export_rows", name, input)
-    refuse = partial(JobDeclarationInvalid, job=name)
-    if tenant is not NO_TENANT and not callable(tenant):
-        raise JobDeclarationInvalid(
-            "tenant", tenant, "a function of the input, or NO_TENANT", job=name
-        )
-    for field, value in (
-        ("prefix", prefix),
-        ("source", source),
-        ("row", row),
-        ("storage", storage),
-    ):
-        if not callable(value):
-            raise JobDeclarationInvalid(
-                field,
-                value,
-                "a function (storage: of nothing, read per write)"
-                if field == "storage"
-                else "a function",
-                job=name,
-            )
-    if format not in FORMATS:
-        raise JobDeclarationInvalid("format", format, "'csv' or 'jsonl'", job=name)
-    body = Export(
+    body = _export(
         name,
+        tenant=tenant,
         prefix=prefix,
         source=source,
-        columns=_check_columns(columns, name),
+        columns=columns,
         row=row,
         format=format,
         storage=storage,
-        batch=validate.whole(batch, field="batch", error=refuse),
-        max_part_bytes=validate.whole(
-            max_part_bytes, field="max_part_bytes", error=refuse
-        ),
-        rate=_check_rate(rate, name),
+        batch=batch,
+        max_part_bytes=max_part_bytes,
+        rate=rate,
     )
     return declare(
         "export_rows",

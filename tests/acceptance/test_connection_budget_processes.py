@@ -1,7 +1,9 @@
 """The connection budget with real processes on a PRIVATE PostgreSQL at
-max_connections = 20 (issue 31 item 6): four workers sized by the arithmetic of
-docs/operations.md leave operators their reserve, so ``jobs stats`` answers while they
-drain; the worker that crosses the budget says so at its start; no body completes
+max_connections = 20 (issue 31): four workers that together would take every
+connection. Before the budget was enforced all four started, the fleet held all 20
+sessions and an operator's ``jobs stats`` was refused ("too many clients"); now the
+workers that would cross the budget refuse to start (X_CONNECTION_BUDGET, naming the
+numbers), ``jobs stats`` answers while the others drain, and no body completes
 twice."""
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ pytestmark = [pytest.mark.processes, pytest.mark.needs_session]
 
 JOBS = 200
 WORKERS = 4
-# Each worker: claim loop, heartbeat, acks and a pool of 1 (WAKE off): 4 connections,
-# 16 for the fleet; max_connections 20 less 3 superuser slots less the operator
-# reserve of 3 is 14, so the fourth worker is over the budget and says so.
-WORKER_ARGS = ("--roles", "worker", "--queues", "default", "--concurrency", "1")
-WORKER_SETTINGS = {"WAKE": "false", "POOL_SIZE": "1"}
+# Each worker: claim loop, heartbeat, acks and a pool of 2 (WAKE off): 5 connections,
+# 20 for four: every session of the server (the tests connect as a superuser, who may
+# take the 3 superuser slots too). max_connections 20 less 3 superuser slots less the
+# operator reserve of 3 is 14: two workers (10, plus a session each while they start)
+# fit, the third and fourth would cross it and refuse to start.
+PER_WORKER = 5
+STARTED = 2
+WORKER_ARGS = ("--roles", "worker", "--queues", "default", "--concurrency", "2")
+WORKER_SETTINGS = {"WAKE": "false", "POOL_SIZE": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +76,24 @@ def test_operators_keep_their_reserve_and_no_body_completes_twice(
 ):
     with small_pg.connect() as conn:
         assert conn.execute("SHOW max_connections").fetchone() == ("20",)
-    workers = [
-        start_worker(*WORKER_ARGS, database_url_=small_pg.url, **WORKER_SETTINGS)
-        for _ in range(WORKERS)
-    ]
-    assert "jobs.connections.over-budget" not in workers[0].log()
-    assert "jobs.connections.over-budget" in workers[-1].log()
+    workers = []
+    for number in range(WORKERS):  # one at a time: each reads the room it starts in
+        worker = start_worker(
+            *WORKER_ARGS,
+            database_url_=small_pg.url,
+            wait_ready=number < STARTED,
+            **WORKER_SETTINGS,
+        )
+        if number >= STARTED:
+            assert worker.wait() != 0
+        workers.append(worker)
+    for refused in workers[STARTED:]:
+        assert "X_CONNECTION_BUDGET: max_connections=20: this process opens 5" in (
+            refused.log()
+        )
+        assert "jobs.worker.started" not in refused.log()
+    for serving in workers[:STARTED]:
+        assert "jobs.connections.over-budget" not in serving.log()
     rows = build_rows(noop, [{"key": f"budget-{i}"} for i in range(JOBS)])
     with small_pg.connect() as conn:
         conn.execute(QUERIES["job_enqueue"].text, {"now": None, **array_params(rows)})
@@ -103,9 +121,9 @@ def test_operators_keep_their_reserve_and_no_body_completes_twice(
             " WHERE starts_with(application_name, 'ultimate_jobs ')"
         ).fetchone()
     assert twice == []
-    assert fleet == (WORKERS * 4,)
+    assert fleet == (STARTED * PER_WORKER,)
     workers_line = operator(small_pg, "workers")
     assert workers_line.returncode == 0, workers_line.stderr
-    assert f"fleet={WORKERS * 4} (acks=4 heartbeat=4 pool=4 worker=4)" in (
+    assert f"fleet={STARTED * PER_WORKER} (acks=2 heartbeat=2 pool=4 worker=2)" in (
         workers_line.stdout
     )

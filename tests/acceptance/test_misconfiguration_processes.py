@@ -10,8 +10,12 @@ import subprocess
 import sys
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 
-from tests.conftest import REPO, database_url, start_deadline
+from tests.conftest import REPO, database_url, start_deadline, wait_for
+from ultimate_jobs import NO_TENANT, job
+from ultimate_jobs.models import Worker
 
 pytestmark = pytest.mark.processes
 
@@ -124,3 +128,27 @@ def test_tasks_modules_are_discovered_unless_autodiscover_leaves_them_out(
         timeout=start_deadline(),
     )
     assert ran.stdout.split() == [str(imported), "True"], ran.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_records_its_names_and_the_dashboard_names_one_it_lacks(
+    start_worker, client, clean_registry
+):
+    """Issue 30: a job the web process declares but the running worker's code does not
+    (a deploy that reached the web tier only) waits; the dashboard names it."""
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+
+    @job(name="tests.web_only", idempotency_key=lambda p: "k", tenant=NO_TENANT)
+    def web_only(run) -> None: ...
+
+    web_only.enqueue()
+    start_worker("--concurrency", "1", "--queues", "default")
+    [row] = wait_for(lambda: list(Worker.objects.all()), message="its registry row")
+    assert row.names == sorted(row.names)
+    assert {"testapp.noop", "testapp.touch"} <= set(row.names)
+    assert "tests.web_only" not in row.names
+    page = client.get(reverse("admin:ultimate_jobs_dashboard_changelist")).content
+    assert (
+        "Job <code>tests.web_only</code> (queue <code>default</code>) has due jobs and "
+        "none of the 1 live worker serving the queue declares it"
+    ) in page.decode()

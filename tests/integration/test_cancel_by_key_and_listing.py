@@ -19,7 +19,7 @@ from django.utils import timezone
 from tests.testapp.durable_jobs import recover_cart
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import InvalidArgument, JobPageInvalid, api
-from ultimate_jobs.management.commands.jobs import os_user
+from ultimate_jobs.management.verbs import os_user
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db

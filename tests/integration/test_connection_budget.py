@@ -179,5 +179,7 @@ def test_the_relay_commits_synchronously_whatever_the_alias_default():
     assert session_mode(DirectDatabase("default")) == "off"  # the alias's default
     relay = Relay(settings=get_settings(), relay_id="durable")
     assert session_mode(relay.source()) == "on"
-    relay.deliver("default", [])  # opens the session a cross-alias delivery uses
-    assert session_mode(relay._targets["default"]) == "on"
+    relay.publisher.deliver(
+        "default", []
+    )  # opens the session a cross-alias delivery uses
+    assert session_mode(relay.publisher.targets["default"]) == "on"

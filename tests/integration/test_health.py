@@ -29,6 +29,7 @@ def register_worker(
         pid=os.getpid(),
         started_at=timezone.now(),
         queues=["default"],
+        names=None,
         slots=slots,
         in_flight=list(abandoned),
         abandoned=len(abandoned),

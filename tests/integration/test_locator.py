@@ -97,7 +97,7 @@ def test_a_staged_job_is_in_the_outbox_until_the_relay_publishes_it():
         assert relay.run_once().published == 1
     finally:
         db.close()
-        for target in relay._targets.values():
+        for target in relay.publisher.targets.values():
             target.close()
 
     assert locator.where(staged.id) == Place("jobs_b", Table.HOT)

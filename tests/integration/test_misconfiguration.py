@@ -19,11 +19,18 @@ from django.utils import timezone
 from tests.integration.test_archive_readers import empty_archive, move_finished
 from tests.testapp.jobs import noop, touch
 from ultimate_jobs import NO_TENANT, job
+from ultimate_jobs.conf import load_settings
+from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.ground.exceptions import UnknownJob, UnknownQueue
 from ultimate_jobs.models import Job, Worker
+from ultimate_jobs.runtime.heartbeat import MAX_NAMES, Beat
+from ultimate_jobs.runtime.held import Ledger
+from ultimate_jobs.runtime.lifecycle import Lifecycle
+from ultimate_jobs.runtime.worker import Worker as RuntimeWorker
 
 DASHBOARD = "admin:ultimate_jobs_dashboard_changelist"
+DB = DjangoDatabase("default")
 __all__ = ["empty_archive"]  # the fixture, used by name
 
 
@@ -77,14 +84,15 @@ def test_jobs_worker_names_the_closest_declared_queue(settings):
         call_command("jobs_worker", "--queues", "emials")
 
 
-def live_worker(queues: list[str]) -> Worker:
+def live_worker(queues: list[str], names: list[str] | None = None) -> Worker:
     now = timezone.now()
     return Worker.objects.create(
-        id=f"w-{'-'.join(queues)}",
+        id=f"w-{'-'.join(queues)}-{len(names or ())}",
         host="h",
         pid=1,
         started_at=now,
         queues=queues,
+        names=names,
         slots=1,
         heartbeat_at=now,
         expires_at=now + timedelta(minutes=5),
@@ -94,7 +102,7 @@ def live_worker(queues: list[str]) -> Worker:
 @pytest.mark.django_db
 def test_the_dashboard_warns_of_due_jobs_no_live_worker_serves(client, clean_registry):
     client.force_login(User.objects.create_superuser("root", password="pw"))
-    live_worker(["default"])
+    live_worker(["default"], names=registry.names())
     noop.enqueue(key="served")
     noop.using(queue="emials").enqueue(key="nobody")
 
@@ -106,7 +114,10 @@ def test_the_dashboard_warns_of_due_jobs_no_live_worker_serves(client, clean_reg
     page = client.get(reverse(DASHBOARD)).content.decode()
     assert page.count('class="uj-warning"') == 2
     assert "Queue <a href" in page and "<code>emials</code></a> has due jobs" in page
-    assert "Job <code>tests.vanished</code> (queue <code>default</code>)" in page
+    assert (
+        "Job <code>tests.vanished</code> (queue <code>default</code>) has due jobs "
+        "and none of the 1 live worker serving the queue declares it"
+    ) in page
     assert "<code>default</code></a> has due jobs" not in page
 
     live_worker(["emials"])
@@ -134,3 +145,75 @@ def test_the_jobs_list_points_to_the_archive_once_finished_jobs_moved_there(
         'id="uj-archive-note">This list holds live jobs and those finished in the last 1m;'
     )
     assert f'<a href="{archive}">the archive</a>' in note
+
+
+@pytest.mark.django_db
+def test_the_dashboard_names_a_job_no_live_worker_serving_its_queue_declares(client):
+    """Issue 30: the web process declares both names; the workers' registry rows say
+    which they run. A name one serving worker declares is served; a name none of them
+    declares waits, and is named; a worker that recorded no names may serve any."""
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    live_worker(["default"], names=["testapp.noop"])
+    live_worker(["default", "other"], names=["testapp.noop", "testapp.touch"])
+    noop.enqueue(key="served")
+    touch.enqueue(key="t", tenant="a")  # declared by the second worker only
+    touch.using(queue="other").enqueue(key="o", tenant="a")  # served there too
+    page = client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="uj-unserved"' not in page
+
+    Worker.objects.filter(queues__contains=["other"]).update(names=["testapp.noop"])
+    page = client.get(reverse(DASHBOARD)).content.decode()
+    warnings = page[page.index('id="uj-unserved"') : page.index("</ul>")]
+    assert warnings.count('class="uj-warning"') == 2
+    assert (
+        "Job <code>testapp.touch</code> (queue <code>default</code>) has due jobs and "
+        "none of the 2 live workers serving the queue declares it: deploy the code"
+    ) in warnings
+    assert (
+        "Job <code>testapp.touch</code> (queue <code>other</code>) has due jobs and "
+        "none of the 1 live worker serving the queue declares it"
+    ) in warnings
+    assert "testapp.noop" not in warnings
+
+    live_worker(["default", "other"], names=None)  # an earlier version: any name
+    page = client.get(reverse(DASHBOARD)).content.decode()
+    assert 'id="uj-unserved"' not in page
+
+
+@pytest.mark.django_db
+def test_a_worker_records_the_names_it_declares_when_it_registers():
+    """Issue 30: the registry row holds the names the worker claims, written at its
+    insert only (a later beat leaves them), and none past MAX_NAMES."""
+    worker = RuntimeWorker(settings=load_settings({}), queues=["default"])
+    worker.heartbeat.run_once(DB)  # type: ignore[arg-type]
+    row = Worker.objects.get(pk=worker.worker_id)
+    assert row.names == registry.names() and "testapp.touch" in row.names
+    Worker.objects.filter(pk=row.pk).update(names=["changed"])
+    worker.heartbeat.run_once(DB)  # type: ignore[arg-type]
+    assert Worker.objects.get(pk=row.pk).names == ["changed"]
+
+    many = [f"n{i}" for i in range(MAX_NAMES + 1)]
+    beat = Beat(
+        Ledger(),
+        worker_id="w-many",
+        queues=["default"],
+        slots=1,
+        lease=30.0,
+        every=10.0,
+        lifecycle=Lifecycle(),
+        names=many,
+    )
+    beat.run_once(DB)  # type: ignore[arg-type]
+    assert Worker.objects.get(pk="w-many").names is None
+    beat = Beat(
+        Ledger(),
+        worker_id="w-most",
+        queues=["default"],
+        slots=1,
+        lease=30.0,
+        every=10.0,
+        lifecycle=Lifecycle(),
+        names=many[:MAX_NAMES],
+    )
+    beat.run_once(DB)  # type: ignore[arg-type]
+    assert Worker.objects.get(pk="w-most").names == many[:MAX_NAMES]

@@ -49,7 +49,7 @@ def relay_of():
     yield make
     for relay, db in made:
         db.close()
-        for target in relay._targets.values():
+        for target in relay.publisher.targets.values():
             target.close()
 
 

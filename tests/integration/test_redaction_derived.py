@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,12 @@ from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.ground.context import correlation_scope
 from ultimate_jobs.models import Job
 from ultimate_jobs.observability import tracing
+from ultimate_jobs.observability.logs import (
+    CorrelationFilter,
+    JsonFormatter,
+    make_formatter,
+)
+from ultimate_jobs.observability.redaction import logged_correlation
 
 pytestmark = pytest.mark.django_db
 
@@ -203,3 +210,58 @@ def test_the_outbox_keeps_what_must_be_hidden_until_the_relay_publishes(jobs):
     published = Job.objects.get(pk=answer.id)
     assert published.idempotency_key == f"reset:{CODE}"
     assert (published.redact, published.shown_key) == (["code"], f"reset:{REDACTED}")
+
+
+class _Lines(logging.Handler):
+    """The worker's log lines as its default handler writes them: the correlation
+    filter on, each record formatted as JSON and as key=value text."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.addFilter(CorrelationFilter())
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.lines.append(JsonFormatter().format(record))
+        self.lines.append(make_formatter("text").format(record))
+
+
+def test_the_worker_log_lines_carry_the_correlation_id_as_shown(jobs):
+    """The worker's own lines (``jobs.attempt.*``, ``jobs.claim.*``) and those the
+    correlation filter stamps carry the correlation id with its hidden part replaced,
+    exactly as the admin shows it."""
+    lines = _Lines()
+    log = logging.getLogger("ultimate_jobs")
+    level = log.level
+    log.addHandler(lines)
+    log.setLevel(logging.DEBUG)
+    try:
+        job = planted(jobs)
+    finally:
+        log.removeHandler(lines)
+        log.setLevel(level)
+    mine = [r for r in lines.records if getattr(r, "job_id", None) == str(job.id)]
+    events = {r.getMessage() for r in mine}
+    assert {"jobs.enqueued", "jobs.attempt.started", "jobs.attempt.failed"} <= events
+    for record in mine:
+        assert getattr(record, "correlation_id", None) == f"req-{REDACTED}", record.msg
+    for line in lines.lines:
+        assert_clean("a worker log line", line)
+
+
+def test_a_claimed_row_s_correlation_id_is_logged_as_shown(undeclared):
+    """The claim, lease, heartbeat and crash lines name the row they hold through
+    ``logged_correlation``: the row's stored paths hide the value even where this
+    process does not declare the job; an id that holds nothing hidden is unchanged."""
+    row = {
+        "name": reset_password.name,
+        "correlation_id": f"req-{CODE.upper()}",
+        "input": json.dumps({"user": "ada", "code": CODE}),
+        "redact": ["code"],
+    }
+    assert logged_correlation(row) == f"req-{REDACTED}"
+    assert logged_correlation({**row, "redact": None}) == f"req-{CODE.upper()}"
+    assert logged_correlation({**row, "correlation_id": "req-42"}) == "req-42"
+    assert logged_correlation({**row, "correlation_id": ""}) == ""

@@ -165,7 +165,7 @@ def test_three_hours_down_skip_and_run_once_fire_once(declare, catch_up, expecte
     # Bisection over the gap: a bounded number of cron evaluations, not 180 (this
     # round read the watermark back, so it counts from the first one: 2 + log2(180)
     # for the bisection, plus the first occurrence and the next one).
-    assert s._entries["task:t0"].schedule.evaluations <= 13
+    assert s.firing.entries["task:t0"].schedule.evaluations <= 13
     assert fired("t0") == expected
     # Nothing more until the next real occurrence.
     assert s.run_once(now=T0 + timedelta(hours=3, seconds=20)) == []
@@ -278,11 +278,11 @@ def test_idle_rounds_read_nothing_and_evaluate_no_cron_whatever_the_task_count(
         s = scheduler(f"idle{count}", db=db)
         s.run_once(now=T0)
         db.counts.clear()
-        for entry in s._entries.values():
+        for entry in s.firing.entries.values():
             entry.schedule.evaluations = 0
         for second in range(1, 61):  # one round a second for a minute
             assert s.run_once(now=T0 + timedelta(seconds=second)) == []
-        assert sum(e.schedule.evaluations for e in s._entries.values()) == 0
+        assert sum(e.schedule.evaluations for e in s.firing.entries.values()) == 0
         assert set(db.counts) == {"leader_acquire"}
         per_minute.append(db.total())
         LeaderLease.objects.all().delete()
@@ -494,9 +494,9 @@ def test_the_fire_statement_refuses_a_watermark_past_the_database_clock(
     s = skewed()
     s.run_once()  # takes the lease: the offset is measured
     rewind_watermark("t0", timedelta(minutes=2))
-    s._loaded = False  # read the rewound watermark at the next round
+    s.firing.loaded = False  # read the rewound watermark at the next round
     s.leadership.clock_offset = timedelta(0)  # believes its host clock is right
-    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.scheduling.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="ultimate_jobs.scheduling.firing"):
         assert s.run_once() == []
     assert "jobs.scheduler.clock-ahead" in caplog.messages
     assert Job.objects.count() == 0

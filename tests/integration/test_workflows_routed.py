@@ -8,7 +8,7 @@ import pytest
 
 from tests.testapp.workflow_jobs import fan_in_polling, square
 from ultimate_jobs import api
-from ultimate_jobs.models import Job
+from ultimate_jobs.models import Job, OutboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
 
@@ -30,4 +30,18 @@ def test_cancelling_a_parent_cancels_its_children_on_another_alias(jobs):
     assert set(children.values_list("parent_id", flat=True)) == {None}
     api.cancel(parent.id)
     assert sorted(children.values_list("state", flat=True)) == ["cancelled"] * 2
+    assert Job.objects.filter(name=square.name).count() == 0
+
+
+def test_cancelling_a_parent_drops_its_children_still_staged_in_the_outbox(jobs):
+    parent = fan_in_polling.enqueue(key="staged", count=2, queue="routed")
+    [attempt] = jobs.run(until_idle=False)
+    assert str(attempt.outcome) == "suspended"
+    staged = OutboxMessage.objects.filter(name=square.name, published_at__isnull=True)
+    assert staged.count() == 2  # not relayed yet
+    api.cancel(parent.id)
+    assert Job.objects.get(pk=parent.id).state == "cancelled"
+    assert jobs.relay() == 2  # both rows retired: the relay marks them, writes no job
+    assert staged.count() == 0
+    assert Job.objects.using("jobs_b").filter(name=square.name).count() == 0
     assert Job.objects.filter(name=square.name).count() == 0

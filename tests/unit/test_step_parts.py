@@ -12,8 +12,8 @@ from ultimate_jobs import NO_TENANT, InvalidArgument, InvalidJobPayload, JobAbor
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.declaration.run import CancelToken, Run
 from ultimate_jobs.durable.progress import Progress, encode_progress
+from ultimate_jobs.durable.record import encode_output, sleep_name
 from ultimate_jobs.durable.reschedule import reschedule_intent
-from ultimate_jobs.durable.steps import encode_output, sleep_name
 from ultimate_jobs.ground.exceptions import InvalidDuration, RunSuspended
 from ultimate_jobs.runtime.timers import WakeTimer
 

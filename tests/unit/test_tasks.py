@@ -16,7 +16,7 @@ from ultimate_jobs import (
     task,
     task_registry,
 )
-from ultimate_jobs.scheduling.scheduler import occurrence_key
+from ultimate_jobs.scheduling.firing import occurrence_key
 
 
 @pytest.fixture(autouse=True)

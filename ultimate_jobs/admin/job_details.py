@@ -3,13 +3,16 @@ kept through ``run.logger``, the backfill pass a job sweeps (F2), who enqueued i
 name (H2), and the idempotency-key filter (seed ``cancelByKey``).
 
 Each reads what ``jobs show --json`` reads (the run log rows, the ledger projection,
-the same display names), so the admin and the command line cannot disagree.
+the same display names), so the admin and the command line cannot disagree. The
+input, error, correlation id, progress and result are shown redacted (B5), and the
+operator actions with who did them (P2).
 ``JobAdmin`` (jobs.py) lists these as read-only fields and a filter; nothing here
 changes a row.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -17,6 +20,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from ultimate_jobs import api
 from ultimate_jobs.admin.job_list import KeyFilter
 from ultimate_jobs.api.attribution import display_names
 from ultimate_jobs.backfills import ledger
@@ -103,3 +107,52 @@ def same_key_link(job: Job) -> str:
                 ),
                 "display": self.value(),
             }
+
+
+@admin.display(description="input")
+def pretty_input(job: Job) -> str:
+    """The input, redacted (B5: the job's paths and the REDACT patterns)."""
+    view = shown_row(job)
+    return format_html(
+        "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
+    )
+
+
+@admin.display(description="last error")
+def pretty_error(job: Job) -> str:
+    if job.state in ("done", "running"):
+        # The row keeps the error of an earlier attempt: the attempt history shows it.
+        return "— (earlier attempts' errors are in the attempt history)"
+    return format_html("<pre>{}</pre>", shown_row(job).text(job.last_error) or "—")
+
+
+@admin.display(description="correlation id")
+def shown_correlation_id(job: Job) -> str:
+    """The correlation id, the input's hidden values replaced (B5)."""
+    return shown_row(job).text(job.correlation_id) or "—"
+
+
+@admin.display(description="progress")
+def pretty_progress(job: Job) -> str:
+    value = shown_row(job).value(job.progress)
+    return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
+
+
+@admin.display(description="operator actions")
+def operator_actions(job: Job) -> str:
+    """Who cancelled, retried or promoted this job, and when (P2)."""
+    lines = [
+        f"{a['at']}  {a['action']}  by {a['actor']['name'] or '-'} "
+        f"(id {a['actor']['id'] or '-'}, {a['actor']['source']})"
+        f"{'  ' + a['reason'] if a['reason'] else ''}"
+        for a in api.job_actions(job.pk)
+    ]
+    return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
+
+
+@admin.display(description="result")
+def pretty_result(job: Job) -> str:
+    if job.result is None:
+        return "— (kept when the job completes)"
+    value = shown_row(job).value(job.result)
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2))

@@ -8,7 +8,6 @@ admin log (who, when).
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
 
 import ultimate_jobs.admin.scheduling  # noqa: F401 - registers the scheduler's pages
 import ultimate_jobs.admin.webhooks as _webhook_admin  # noqa: F401 - registers its pages
@@ -44,7 +42,6 @@ from ultimate_jobs.models import (
     JobCounter,
     QueuePause,
 )
-from ultimate_jobs.observability.redaction import shown_row
 
 BULK_LIMIT = 1000
 
@@ -321,58 +318,21 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def attempts(self, job: Job) -> str:
         return f"{job.attempt}/{job.max_attempts}"
 
-    @admin.display(description="input")
-    def pretty_input(self, job: Job) -> str:
-        """The input, redacted (B5: the job's paths and the REDACT patterns)."""
-        view = shown_row(job)
-        return format_html(
-            "<pre>{}</pre>", json.dumps(view.input, indent=2, sort_keys=True)
-        )
-
-    @admin.display(description="last error")
-    def pretty_error(self, job: Job) -> str:
-        if job.state in ("done", "running"):
-            # The row keeps the error of an earlier attempt: the attempt history shows it.
-            return "— (earlier attempts' errors are in the attempt history)"
-        return format_html("<pre>{}</pre>", shown_row(job).text(job.last_error) or "—")
-
-    @admin.display(description="correlation id")
-    def shown_correlation_id(self, job: Job) -> str:
-        """The correlation id, the input's hidden values replaced (B5)."""
-        return shown_row(job).text(job.correlation_id) or "—"
-
     @admin.display(description="attempt history")
     def attempt_history(self, job: Job) -> str:
         return job_page.attempt_table(job)
-
-    @admin.display(description="progress")
-    def pretty_progress(self, job: Job) -> str:
-        value = shown_row(job).value(job.progress)
-        return format_html("<pre>{}</pre>", json.dumps(value) if value else "—")
-
-    @admin.display(description="operator actions")
-    def operator_actions(self, job: Job) -> str:
-        """Who cancelled, retried or promoted this job, and when (P2)."""
-        lines = [
-            f"{a['at']}  {a['action']}  by {a['actor']['name'] or '-'} "
-            f"(id {a['actor']['id'] or '-'}, {a['actor']['source']})"
-            f"{'  ' + a['reason'] if a['reason'] else ''}"
-            for a in api.job_actions(job.pk)
-        ]
-        return format_html("<pre>{}</pre>", "\n".join(lines) or "—")
-
-    @admin.display(description="result")
-    def pretty_result(self, job: Job) -> str:
-        if job.result is None:
-            return "— (kept when the job completes)"
-        value = shown_row(job).value(job.result)
-        return format_html("<pre>{}</pre>", json.dumps(value, indent=2))
 
     @admin.display(description="steps")
     def step_trace(self, job: Job) -> str:
         return job_page.step_table(job)
 
     # Detail fields rendered by admin/job_details.py (functions of the job alone).
+    pretty_input = staticmethod(job_details.pretty_input)
+    pretty_error = staticmethod(job_details.pretty_error)
+    shown_correlation_id = staticmethod(job_details.shown_correlation_id)
+    pretty_progress = staticmethod(job_details.pretty_progress)
+    operator_actions = staticmethod(job_details.operator_actions)
+    pretty_result = staticmethod(job_details.pretty_result)
     key_link = staticmethod(job_details.same_key_link)
     logs = staticmethod(job_details.run_logs)
     backfill_pass = staticmethod(job_details.backfill_pass)

@@ -304,6 +304,12 @@ def list_jobs(
             for rows in tables
         ]
     page, older, newer = _pages(tables, limit, after, before)
+    return _page_json(page, older=older, newer=newer)
+
+
+def _page_json(page: list[Entry], *, older: bool, newer: bool) -> dict[str, Any]:
+    """A page as list_jobs answers it: each readable job with who enqueued it, its
+    backfill pass and its operator actions; the unreadable ones by id (B4); cursors."""
     read = [item for _, item in page if isinstance(item, Job)]
     names = display_names(job.enqueued_by for job in read)
     passes = ledger.by_job([job.id for job in read])
@@ -484,7 +490,8 @@ def queue_stats() -> list[dict[str, Any]]:
 
 
 def workers() -> list[dict[str, Any]]:
-    """Every live worker: id, host, pid, queues, slots, in-flight job ids, heartbeat,
+    """Every live worker: id, host, pid, queues, the job names its code declares (None
+    when not recorded), slots, in-flight job ids, heartbeat,
     and the aliases it is registered on (Q1: one row per alias its queues live on)."""
     found: dict[str, dict[str, Any]] = {}
     for alias in reading_aliases():
@@ -499,6 +506,7 @@ def workers() -> list[dict[str, Any]]:
                 "host": w.host,
                 "pid": w.pid,
                 "queues": w.queues,
+                "names": w.names,  # None: not recorded, may serve any name
                 "slots": w.slots,
                 "in_flight": list(w.in_flight),
                 "started_at": w.started_at.isoformat(),

@@ -22,7 +22,7 @@ from django.db import transaction
 
 from ultimate_jobs.api.locator import alias_of, load
 from ultimate_jobs.api.reads import parse_job_id
-from ultimate_jobs.conf import queue_alias, reading_aliases
+from ultimate_jobs.conf import get_settings, queue_alias, reading_aliases
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.definition import MAX_KEY_LENGTH
 from ultimate_jobs.declaration.queues import validate_queue
@@ -45,6 +45,7 @@ from ultimate_jobs.models import (
     JobAction,
     JobArchive,
     JobStep,
+    OutboxMessage,
     QueuePause,
     StepKind,
 )
@@ -265,6 +266,24 @@ def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:
             _cancel(child, reason, who)
 
 
+def _forestall_staged(children: list[uuid.UUID], alias: str) -> list[uuid.UUID]:
+    """S11 for children still staged in ``alias``'s outbox for another alias (Q1): the
+    relay must never publish them (child_forestall takes their receipts on their
+    queue's alias); answers the children it could not stop, which were delivered
+    meanwhile and are cancelled as jobs."""
+    staged = OutboxMessage.objects.using(alias).filter(
+        pk__in=children, published_at__isnull=True
+    )
+    targets: dict[str, list[uuid.UUID]] = {}
+    for child, queue in staged.values_list("pk", "queue"):
+        targets.setdefault(get_settings().database_for(queue), []).append(child)
+    stopped: set[uuid.UUID] = set()
+    for target, ids in targets.items():
+        rows = _db(target).run(QUERIES["child_forestall"], ids=ids)
+        stopped.update(row["id"] for row in rows)
+    return [child for child in children if child not in stopped]
+
+
 def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
     """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
     there, so they are found by the parent's spawn steps (not those that answered an
@@ -280,7 +299,7 @@ def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
     here = set(
         Job.objects.using(alias).filter(pk__in=found).values_list("pk", flat=True)
     )
-    return [child for child in found if child not in here]
+    return _forestall_staged([child for child in found if child not in here], alias)
 
 
 def cancel_by_key(

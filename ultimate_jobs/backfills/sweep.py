@@ -226,7 +226,8 @@ class Backfill:
         self.check_environment()
         source = self.read_source()
         self.check_requires(source.db)
-        journal_now = run.journal.now if run.journal is not None else lambda: None
+        journal = run.journal_if_any()
+        journal_now = journal.now if journal is not None else lambda: None
         ledger = PassLedger(name=self.name, job_id=run.job_id, now=journal_now)
         standing = ledger.standing()
         if standing.completed and not forced and standing.newest is not None:

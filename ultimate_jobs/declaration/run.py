@@ -12,6 +12,7 @@ made outside a worker or the testing runner has none, and refuses them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
@@ -99,14 +100,18 @@ class Run:
     queue: str = "default"
     cancel_token: CancelToken = field(default_factory=CancelToken)
     journal: Journal | None = field(default=None, repr=False)
+    # Makes the journal at the run's first durable verb (N2: a body that uses none
+    # costs no journal); the executor passes it.
+    open_journal: Callable[[], Journal] | None = field(default=None, repr=False)
     # The input's redacted values (B5): run.logger replaces them in what it logs.
     secrets: Collection[str] = field(default=(), repr=False)
     # The attempt's kept log lines (runlog.py); None: run.logger keeps nothing.
     log_buffer: RunLogBuffer | None = field(default=None, repr=False)
-    logger: RunLogger = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.logger = RunLogger(
+    @functools.cached_property
+    def logger(self) -> RunLogger:
+        """The run's logger (made at its first use: N2)."""
+        return RunLogger(
             logging.getLogger("ultimate_jobs.run"),
             {
                 "job_id": str(self.job_id),
@@ -132,13 +137,21 @@ class Run:
 
     # -- durable steps (S1-S9; docs/steps.md) ----------------------------------------
 
+    def journal_if_any(self) -> Journal | None:
+        """The attempt's journal (made now if it was not yet), None outside a claimed
+        run."""
+        if self.journal is None and self.open_journal is not None:
+            self.journal = self.open_journal()
+        return self.journal
+
     def _journal(self) -> Journal:
-        if self.journal is None:
+        journal = self.journal_if_any()
+        if journal is None:
             raise RuntimeError(
                 "this Run has no journal: steps need a claimed run (a worker, or the "
                 "testing runner's jobs.run())"
             )
-        return self.journal
+        return journal
 
     def step(self, name: str, fn: Callable[..., Any]) -> Any:
         """Run ``fn`` once ever for this job and answer its JSON result (S1).

@@ -39,6 +39,9 @@ def bounded(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return text[: max(limit - len(marker), 0)] + marker
 
 
+_LOCK = threading.Lock()
+
+
 class RunLogBuffer:
     """The newest ``capacity`` log lines of one attempt, and how many older ones were
     let go. Thread-safe: a body may log from threads of its own."""
@@ -49,7 +52,9 @@ class RunLogBuffer:
         self.capacity = max(capacity, 0)
         # Made at the first line: an attempt that logs nothing allocates nothing more.
         self._lines: deque[dict[str, Any]] | None = None
-        self._lock = threading.Lock()
+        # One lock for every buffer (N2: no threading object per attempt); held only
+        # while a line is appended, so attempts that log at once barely wait on it.
+        self._lock = _LOCK
         self.dropped = 0
 
     def add(self, level: int, message: str) -> None:
@@ -129,14 +134,12 @@ class RunLogger(logging.LoggerAdapter[logging.Logger]):
         text = scrub_text(_text(msg, args, kwargs.pop("exc_info", None)), self.secrets)
         if kept:
             self._keep(level, text)
-        extra = kwargs.get("extra")
-        if isinstance(extra, dict):
-            kwargs["extra"] = {
-                key: scrub_text(value, self.secrets)
-                if isinstance(value, str)
-                else value
-                for key, value in extra.items()
-            }
+        # The attempt's own fields too: a correlation id may quote a hidden value.
+        extra = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        kwargs["extra"] = {
+            key: scrub_text(value, self.secrets) if isinstance(value, str) else value
+            for key, value in extra.items()
+        }
         super().log(level, text, **kwargs)
 
     def _keep(self, level: int, text: str) -> None:

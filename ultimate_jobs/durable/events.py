@@ -35,7 +35,7 @@ from django.db import connections, transaction
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.declaration.definition import NoTenant
-from ultimate_jobs.durable.steps import check_name
+from ultimate_jobs.durable.record import check_name
 from ultimate_jobs.ground.bounds import json_problem, text_problem
 from ultimate_jobs.ground.context import current_tenant
 from ultimate_jobs.ground.durations import Duration, parse_duration

@@ -23,32 +23,28 @@ after a deadline, a lost lease or an operator's cancel they are refused (``JobAb
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.declaration.definition import JobDefinition
-from ultimate_jobs.durable import workflows
+from ultimate_jobs.durable import parking, workflows
 from ultimate_jobs.durable.deadlines import Deadlines
 from ultimate_jobs.durable.progress import Progress
+from ultimate_jobs.durable.record import Stored, check_name, decode, encode_output
 from ultimate_jobs.durable.reschedule import Reschedule, reschedule_intent
-from ultimate_jobs.ground.bounds import json_problem, text_problem
 from ultimate_jobs.ground.cancel import DRAINING, CancelToken
 from ultimate_jobs.ground.durations import (
     Duration,
-    optional_duration,
-    parse_duration,
 )
 from ultimate_jobs.ground.exceptions import (
-    EventTimeout,
     InvalidArgument,
     JobAborted,
     LeaseLost,
@@ -60,60 +56,6 @@ from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import ClaimedJob
 
 logger = logging.getLogger(__name__)
-
-MAX_NAME_LENGTH = 200
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """A step an earlier attempt (or this one) recorded."""
-
-    kind: str
-    status: str
-    output: Any
-    wake_at: Any
-
-
-def check_name(name: object, field: str = "name") -> str:
-    if (
-        not isinstance(name, str)
-        or not name
-        or len(name) > MAX_NAME_LENGTH
-        or text_problem(name) is not None
-    ):
-        raise InvalidArgument(
-            field,
-            name,
-            f"a non-empty string of at most {MAX_NAME_LENGTH} characters, without NUL",
-        )
-    return name
-
-
-def encode_output(job: str, name: str, value: Any) -> str:
-    """The stored JSON of a step result; a value JSON (or PostgreSQL) cannot hold is
-    refused: a NUL, a lone surrogate, an integer past 64 bits, nesting past
-    MAX_INPUT_DEPTH (B4)."""
-    found = json_problem(value, max_depth=get_settings().MAX_INPUT_DEPTH)
-    if found is not None:
-        raise InvalidArgument(
-            f"result of step {name!r}" + (f" at {found.path}" if found.path else ""),
-            found.value,
-            found.reason,
-            job=job,
-        )
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(
-            f"result of step {name!r}",
-            value,
-            f"a step returns JSON (dict, list, str, int, float, bool, None): {exc}",
-            job=job,
-        ) from None
-
-
-def _decode(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def _takes_token(fn: Callable[..., Any]) -> bool:
@@ -128,14 +70,6 @@ def _takes_token(fn: Callable[..., Any]) -> bool:
     )
 
 
-def sleep_name(duration: Duration) -> str:
-    """The step name of ``run.sleep(duration)``: ``sleep:3d``, ``sleep:90s``."""
-    if isinstance(duration, str):
-        return f"sleep:{duration.strip()}"
-    seconds = parse_duration(duration, field="duration")
-    return f"sleep:{seconds:g}s"
-
-
 class Journal:
     """The durable record of one run, as one attempt reads and writes it."""
 
@@ -148,7 +82,7 @@ class Journal:
         job: ClaimedJob,
         definition: JobDefinition,
         token: CancelToken,
-        deadlines: Deadlines,
+        deadlines: Deadlines | None,
         now: Callable[[], Any],
     ) -> None:
         self.db = db
@@ -157,6 +91,7 @@ class Journal:
         self.job = job
         self.definition = definition
         self.token = token
+        # None: the job has no timeout and no step_timeout, so nothing can expire.
         self.deadlines = deadlines
         self.now = now
         self.suspension: RunSuspended | None = None
@@ -164,6 +99,12 @@ class Journal:
         self.progress = Progress(self._write_progress, token)
         self._stored: dict[str, Stored] | None = None
         self._seen: set[str] = set()
+
+    def _bounded(self, name: str) -> AbstractContextManager[None]:
+        """The step's deadline (S6), when the job declares one."""
+        if self.deadlines is None:
+            return contextlib.nullcontext()
+        return self.deadlines.step(name)
 
     # -- run.step / run.atomic_step ------------------------------------------------
 
@@ -175,7 +116,7 @@ class Journal:
         self.refuse_to_start(name)
         started = time.monotonic()
         with tracing.step_span(name, "step"):
-            with self.deadlines.step(name):
+            with self._bounded(name):
                 result = self._call(fn)
             return self._record(name, "step", result, started)
 
@@ -200,7 +141,7 @@ class Journal:
         started = time.monotonic()
         with (
             tracing.step_span(name, "atomic"),
-            self.deadlines.step(name),
+            self._bounded(name),
             transaction.atomic(using=self.alias),
         ):
             result = self._call(fn)
@@ -208,30 +149,13 @@ class Journal:
 
     # -- run.sleep -------------------------------------------------------------------
 
+    # -- run.sleep / run.wait_for_event (parking.py) ---------------------------------
+
     def sleep(
         self, name_or_duration: str | Duration, duration: Duration | None
     ) -> None:
         """Suspend the run until the clock passes the sleep's wake time (S3)."""
-        if duration is None:
-            duration, name = name_or_duration, sleep_name(name_or_duration)
-        else:
-            name = check_name(name_or_duration)
-        seconds = parse_duration(duration, field="duration", job=self.definition.name)
-        stored = self.enter(name, "sleep")
-        if stored is not None and stored.status == "done":
-            return
-        self.refuse_to_park(name)
-        if stored is None:
-            rows = self.write("step_sleep", name=name, seconds=seconds)
-            self.suspend(RunSuspended(name, wake_at=rows[0]["wake_at"]))
-        if self.db.run(
-            QUERIES["step_wake"], **self._claim(), name=name, now=self.now()
-        ):
-            self.remember(name, "sleep", "done", None, stored.wake_at)
-            return
-        self.suspend(RunSuspended(name, wake_at=stored.wake_at))
-
-    # -- run.wait_for_event ----------------------------------------------------------
+        parking.sleep(self, name_or_duration, duration)
 
     def wait_for_event(
         self,
@@ -244,56 +168,9 @@ class Journal:
     ) -> Any:
         """Answer the payload of the first matching publication, suspending until one
         comes (S4); at the timeout raise EventTimeout, or answer None with timeout_ok."""
-        check_name(event, "event")
-        wanted = self._match(match)
-        seconds = optional_duration(timeout, field="timeout", job=self.definition.name)
-        stored = self.enter(check_name(name), "event")
-        if stored is not None and stored.status != "waiting":
-            return self._answer(name, event, stored.status, stored.output, timeout_ok)
-        self.refuse_to_park(name)
-        if stored is None:
-            self.write(
-                "step_wait", name=name, event=event, match=wanted, timeout=seconds
-            )
-        rows = self.write("step_take_event", name=name)
-        status, output = rows[0]["status"], _decode(rows[0]["output"])
-        if status == "waiting":
-            self.suspend(
-                RunSuspended(
-                    name,
-                    wake_at=rows[0]["wake_at"],
-                    poll=self.definition.event_poll,
-                    waiting=True,
-                )
-            )
-        self.remember(name, "event", status, output, rows[0]["wake_at"])
-        return self._answer(name, event, status, output, timeout_ok)
-
-    def _answer(
-        self,
-        name: str,
-        event: str,
-        status: str,
-        output: Any,
-        timeout_ok: bool,  # noqa: FBT001 - internal
-    ) -> Any:
-        if status == "timed_out":
-            if timeout_ok:
-                return None
-            raise EventTimeout(self.definition.name, name, event)
-        return output
-
-    def _match(self, match: Mapping[str, Any] | None) -> str:
-        if match is None:
-            return "{}"
-        if not isinstance(match, Mapping):
-            raise InvalidArgument(
-                "match",
-                match,
-                "a dict the payload must contain",
-                job=self.definition.name,
-            )
-        return encode_output(self.definition.name, "match", dict(match))
+        return parking.wait_for_event(
+            self, name, event, match=match, timeout=timeout, timeout_ok=timeout_ok
+        )
 
     # -- run.spawn / run.wait_for_jobs (workflows.py) -------------------------------
 
@@ -386,7 +263,7 @@ class Journal:
             rows = self.db.run(QUERIES["step_list"], job_id=self.job["id"])
             self._stored = {
                 r["name"]: Stored(
-                    r["kind"], r["status"], _decode(r["output"]), r["wake_at"]
+                    r["kind"], r["status"], decode(r["output"]), r["wake_at"]
                 )
                 for r in rows
             }
@@ -397,7 +274,7 @@ class Journal:
     ) -> None:
         self._load()[name] = Stored(kind, status, output, wake_at)
 
-    def _claim(self) -> dict[str, Any]:
+    def claim(self) -> dict[str, Any]:
         return {"job_id": self.job["id"], "lease_owner": self.job["lease_owner"]}
 
     def write(
@@ -406,7 +283,7 @@ class Journal:
         """A fenced step write; no row answered means the claim is lost."""
         statement = QUERIES[query]
         given = {
-            **self._claim(),
+            **self.claim(),
             "attempt": self.job["attempt"],
             "now": self.now(),
             **params,
@@ -458,6 +335,6 @@ class Journal:
             output=encoded,
             duration=time.monotonic() - started,
         )
-        output = _decode(rows[0]["output"])
+        output = decode(rows[0]["output"])
         self.remember(name, kind, "done", output, None)
         return output

@@ -24,6 +24,7 @@ from ultimate_jobs.ground.exceptions import (
     JobDuplicate,
 )
 from ultimate_jobs.ground.signals import job_enqueued
+from ultimate_jobs.observability.redaction import shown_correlation
 from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,9 @@ def announce(
                     "tenant_id": row.tenant_id,
                     "deduped": answer.deduped,
                     "staged": staged,
-                    "correlation_id": row.correlation_id,
+                    "correlation_id": shown_correlation(
+                        row.name, row.correlation_id, row.input, row.redact
+                    ),
                 },
             )
         if not answer.deduped:

@@ -193,6 +193,9 @@ class Worker(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     queues = models.JSONField(default=list)  # the queue names it serves
+    # The job names its code declares, the only ones it claims (issue 30); written when
+    # it registers. NULL: not recorded (an earlier version, or past heartbeat.MAX_NAMES).
+    names = models.JSONField(null=True, blank=True)
     slots = models.IntegerField()
     in_flight = models.JSONField(default=list)  # ids of the jobs it runs, at most 100
     # Slots held by bodies that ran past their timeout and ignore their cancel token

@@ -1,8 +1,8 @@
 """What operators are shown of a job (B5): the one place every surface redacts through.
 
 The admin (list, detail), ``manage.py jobs show/list`` (``--json`` or not),
-``ultimate_jobs.api`` and the worker's logs all show a job through ``shown(name,
-input)``: its input with the job's declared paths and the ``REDACT`` key patterns
+``ultimate_jobs.api`` and the worker's logs (``logged_correlation``) all show a job
+through ``shown(name, input)``: its input with the job's declared paths and the ``REDACT`` key patterns
 replaced by ``"[redacted]"``, and ``.text()`` / ``.value()`` for what else a job
 carries that a body or the library may have written from the input (the last error,
 a progress note, a step's output): the input's redacted values are replaced there
@@ -18,11 +18,17 @@ paths the reading process declares are added, never subtracted.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration.redaction import REDACTED, Redaction, cached_redaction
+from ultimate_jobs.declaration.redaction import (
+    REDACTED,
+    Redaction,
+    cached_redaction,
+    scrub_text,
+)
 from ultimate_jobs.declaration.registry import registry
 
 
@@ -94,6 +100,30 @@ def shown(
     )
 
 
+def shown_correlation(
+    name: str, correlation_id: str | None, input: Any, redact: Any = None
+) -> str | None:
+    """``correlation_id`` as a log line carries it (B5): the input's hidden values of
+    the job ``name`` replaced, as the admin shows it. ``input`` is the stored JSON (a
+    value or its text); ``redact`` what the row kept, when the caller has it."""
+    if not correlation_id:
+        return correlation_id
+    if isinstance(input, str | bytes):
+        try:
+            input = json.loads(input)
+        except ValueError:
+            return correlation_id
+    secrets = redaction_for(name, redact).secrets(input)
+    return scrub_text(correlation_id, secrets) if secrets else correlation_id
+
+
+def logged_correlation(row: Mapping[str, Any]) -> str | None:
+    """The correlation id of a claimed row as the worker's log lines carry it."""
+    return shown_correlation(
+        row["name"], row["correlation_id"], row.get("input"), row.get("redact")
+    )
+
+
 def shown_row(job: Any) -> Shown:
     """How a job row (hot table, history or outbox) is shown to operators (B5)."""
     return shown(
@@ -104,4 +134,12 @@ def shown_row(job: Any) -> Shown:
     )
 
 
-__all__ = ["REDACTED", "Shown", "redaction_for", "shown", "shown_row"]
+__all__ = [
+    "REDACTED",
+    "Shown",
+    "logged_correlation",
+    "redaction_for",
+    "shown",
+    "shown_correlation",
+    "shown_row",
+]

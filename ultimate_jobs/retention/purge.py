@@ -124,7 +124,8 @@ def read_targets(purge_name: str, targets: Targets) -> list[PurgeTarget]:
 
 def _clock(run: Run) -> str:
     """The pass's one clock reading, as stored in its step (ISO 8601)."""
-    testing_now = run.journal.now() if run.journal is not None else None
+    journal = run.journal_if_any()
+    testing_now = journal.now() if journal is not None else None
     [row] = DjangoDatabase(get_settings().DATABASE).run(
         QUERIES["purge_clock"], now=testing_now
     )

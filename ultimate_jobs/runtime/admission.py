@@ -21,6 +21,7 @@ from ultimate_jobs.declaration.registry import Declared, Registry
 from ultimate_jobs.enqueue.rows import concurrency_key_of
 from ultimate_jobs.ground.exceptions import JobKeyBusy, JobsError, QueryError
 from ultimate_jobs.limits.slots import keyed_lease_key
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.outcomes import FAILED_OUTCOMES, Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
@@ -62,7 +63,7 @@ def _fields(row: ClaimedJob) -> dict[str, Any]:
         "queue": row["queue"],
         "attempt": row["attempt"],
         "tenant_id": row["tenant_id"],
-        "correlation_id": row["correlation_id"],
+        "correlation_id": logged_correlation(row),
     }
 
 

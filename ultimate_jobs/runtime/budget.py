@@ -16,6 +16,12 @@ admin, psql): when the fleet would take them, the process logs
 asynchronously (``synchronous_commit`` off or local): W003 and
 ``jobs.database.async-commit``; the relay's own sessions commit synchronously
 whatever the server's default (runtime/relay.py, docs/outbox.md).
+
+``refuse_over_budget`` is what ``jobs_worker`` does before it opens anything: a process
+that would cross the budget does not start (``ConnectionBudgetError``,
+``X_CONNECTION_BUDGET``, naming the numbers) unless ``--force``, and then only warns.
+A process that starts anyway is what takes the operators' last connection and starves
+its own acks: refusing is loud at deploy time instead of silent at 3 a.m.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from django.db import connections
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.db import DjangoDatabase
-from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.ground.exceptions import ConfigurationError, QueryError
 from ultimate_jobs.sql import QUERIES
 
 logger = logging.getLogger(__name__)
@@ -117,21 +123,56 @@ def durability_problem(room: ServerRoom) -> str | None:
     )
 
 
+class ConnectionBudgetError(ConfigurationError):
+    """A process would take the connections ``max_connections`` leaves operators."""
+
+    code = "X_CONNECTION_BUDGET"
+
+
+def _room_of(settings: JobsSettings) -> ServerRoom | None:
+    """DATABASE's room, read on a session the process does not keep (None: unread)."""
+    django_connection = connections[settings.DATABASE]
+    was_open = django_connection.connection is not None
+    try:
+        return server_room(settings.DATABASE)
+    except QueryError:
+        return None
+    finally:
+        if not was_open:  # the read's session is not one the process keeps
+            django_connection.close()
+
+
+def refuse_over_budget(
+    settings: JobsSettings,
+    roles: Sequence[str],
+    concurrency: int | None = None,
+    *,
+    force: bool = False,
+) -> None:
+    """Raise ``ConnectionBudgetError`` when a process running ``roles`` would leave
+    operators no connection on DATABASE; ``force`` starts it anyway (it then warns).
+    An unreadable server refuses nothing: the roles report it."""
+    if force:
+        return
+    planned = sum(process_connections(settings, roles, concurrency).values())
+    room = _room_of(settings)
+    if room is not None and (problem := budget_problem(room, planned)) is not None:
+        raise ConnectionBudgetError(
+            "max_connections",
+            room.max_connections,
+            f"{problem}; --force starts it anyway",
+        )
+
+
 def warn_at_start(
     settings: JobsSettings, roles: Sequence[str], concurrency: int | None = None
 ) -> list[str]:
     """Log the budget and durability problems of DATABASE at a process's start;
     answer the event names logged (a failed read logs nothing: the roles report it)."""
     planned = sum(process_connections(settings, roles, concurrency).values())
-    django_connection = connections[settings.DATABASE]
-    was_open = django_connection.connection is not None
-    try:
-        room = server_room(settings.DATABASE)
-    except QueryError:
+    room = _room_of(settings)
+    if room is None:
         return []
-    finally:
-        if not was_open:  # the read's session is not one the process keeps
-            django_connection.close()
     logged: list[str] = []
     if (problem := budget_problem(room, planned)) is not None:
         logger.warning(

@@ -33,6 +33,7 @@ from ultimate_jobs.db import DirectDatabase, DjangoDatabase, hot_door
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import Budget, claim_parameters, fleet_caps
 from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.outcomes import Outcome, announce
 from ultimate_jobs.runtime.settle import Settler
@@ -233,7 +234,7 @@ class Claimer:
                 "job_name": row["name"],
                 "attempt": row["attempt"],
                 "error": "LEASE_LAPSED_FINAL_ATTEMPT",
-                "correlation_id": row["correlation_id"],
+                "correlation_id": logged_correlation(row),
             },
         )
         metrics.job_buried(row, jobs=self.jobs)

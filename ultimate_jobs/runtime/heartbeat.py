@@ -27,12 +27,15 @@ from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.ground.cancel import CANCELLED, LEASE_LOST
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability import metrics
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.held import Held, Ledger
 from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql import QUERIES, arrays
 from ultimate_jobs.sql.rows import JOB_HEARTBEAT, Heartbeat
 
 logger = logging.getLogger(__name__)
+
+MAX_NAMES = 1000  # job names kept in a registry row; past it, none (issue 30)
 
 
 class Beat:
@@ -48,8 +51,12 @@ class Beat:
         lease: float,
         every: float,
         lifecycle: Lifecycle,
+        names: list[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        # The job names it claims, for its registry row (issue 30); None (not recorded)
+        # past MAX_NAMES. Packed once: the statement writes them at the row's insert only.
+        self.names = arrays.texts(names) if names and len(names) <= MAX_NAMES else None
         self.worker_id = worker_id
         self.queues = queues
         self.slots = slots
@@ -118,7 +125,7 @@ class Beat:
                         extra={
                             "job_id": str(row["id"]),
                             "job_name": entry.row["name"],
-                            "correlation_id": entry.row["correlation_id"],
+                            "correlation_id": logged_correlation(entry.row),
                         },
                     )
             else:
@@ -140,7 +147,7 @@ class Beat:
                     "job_name": entry.row["name"],
                     "queue": entry.row["queue"],
                     "worker_id": self.worker_id,
-                    "correlation_id": entry.row["correlation_id"],
+                    "correlation_id": logged_correlation(entry.row),
                 },
             )
             metrics.lease_lost(entry.row["queue"])
@@ -188,6 +195,7 @@ class Beat:
                 pid=os.getpid(),
                 started_at=self.started_at,
                 queues=self.queues,
+                names=self.names,
                 slots=self.slots,
                 in_flight=in_flight,
                 abandoned=len(overrun),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs.ground.context import job_scope
 from ultimate_jobs.ground.signals import job_settled
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.settle import error_code
 from ultimate_jobs.sql.rows import ClaimedJob
 
@@ -139,5 +140,5 @@ def job_fields(job: ClaimedJob) -> dict[str, Any]:
         "queue": job["queue"],
         "attempt": job["attempt"],
         "tenant_id": job["tenant_id"],
-        "correlation_id": job["correlation_id"],
+        "correlation_id": logged_correlation(job),
     }

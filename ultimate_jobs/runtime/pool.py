@@ -22,6 +22,7 @@ from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.ground.cancel import DRAINING
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.limits.slots import release_slots
+from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.acks import Acks
 from ultimate_jobs.runtime.executor import Executor
 from ultimate_jobs.runtime.held import Held, Ledger
@@ -170,7 +171,7 @@ class Pool:
                 "job_id": str(entry.row["id"]),
                 "job_name": entry.row["name"],
                 "error": type(error).__name__,
-                "correlation_id": entry.row["correlation_id"],
+                "correlation_id": logged_correlation(entry.row),
             },
         )
         if isinstance(error, QueryError):

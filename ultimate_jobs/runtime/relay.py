@@ -60,16 +60,14 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DirectDatabase, Row
 from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.enqueue.rows import Row as JobRow
-from ultimate_jobs.enqueue.rows import array_params
-from ultimate_jobs.enqueue.write import publish
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.lifecycle import Lifecycle
+from ultimate_jobs.runtime.publisher import Publisher
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import (
     OUTBOX_CLAIM,
-    OUTBOX_DELIVER,
     OUTBOX_MARK_PUBLISHED,
     OUTBOX_RELEASE,
     OutboxId,
@@ -135,7 +133,6 @@ class Relay:
         # Q1: the alias whose outbox this relay claims; rows of queues routed to other
         # aliases are delivered there (outbox_deliver), on connections of its own.
         self.alias = alias or self.settings.DATABASE
-        self._targets: dict[str, DirectDatabase] = {}
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
         self.relay_id = (
@@ -144,6 +141,9 @@ class Relay:
         self.batch_size = batch_size
         self.db = db
         self.now = now
+        self.publisher = Publisher(
+            self.settings, alias=self.alias, relay_id=self.relay_id, now=now
+        )
         self.published = 0
         self._wake = threading.Event()
         self.lifecycle.on_stop(lambda reason: self._wake.set())
@@ -235,7 +235,7 @@ class Relay:
             released = self.release(db, rows, token)
             return RelayPass(claimed=len(rows), released=released)
         try:
-            inserted, queues = self.publish(db, rows)
+            inserted, queues = self.publisher.publish(db, rows)
         except Exception as exc:
             released = self.release(db, rows, token)
             logger.error(
@@ -272,37 +272,6 @@ class Relay:
             set_aside=set_aside,
         )
 
-    def publish(self, db: Database, rows: list[StagedJob]) -> tuple[int, set[str]]:
-        """Publish a claimed batch, each row into its queue's alias (Q1), in order per
-        alias; answer how many jobs were written and the queues that got one here."""
-        by_alias: dict[str, list[StagedJob]] = {}
-        for row in rows:
-            target = self.settings.database_for(row["queue"])
-            by_alias.setdefault(target, []).append(row)
-        inserted = 0
-        queues: set[str] = set()
-        for target, part in by_alias.items():
-            if target != self.alias:
-                inserted += self.deliver(target, part)
-                continue
-            answers = publish(
-                db, [JobRow.from_record(row) for row in part], now=self.now()
-            )
-            for row, answer in zip(part, answers, strict=True):
-                if not answer.deduped:
-                    inserted += 1
-                    queues.add(row["queue"])
-                elif answer.id != row["id"]:
-                    logger.info(
-                        "jobs.outbox.deduped",
-                        extra={
-                            "job_id": str(row["id"]),
-                            "job_name": row["name"],
-                            "held_by": str(answer.id),
-                        },
-                    )
-        return inserted, queues
-
     def source(self) -> DirectDatabase:
         """The session on this relay's own alias. Its commits are synchronous whatever
         the server's default (issue 31): the claim's commit flushes the WAL past every
@@ -317,36 +286,7 @@ class Relay:
 
     def close(self) -> None:
         """Close the connections this relay opened to the other aliases (Q1)."""
-        for target in self._targets.values():
-            target.close()
-        self._targets.clear()
-
-    def deliver(self, target: str, rows: list[StagedJob]) -> int:
-        """Q1: publish rows into another alias's queue exactly once, keyed on the
-        staged rows' ids there (outbox_deliver); answer how many jobs were written."""
-        db = self._targets.get(target)
-        if db is None:
-            name = f"ultimate_jobs relay {self.relay_id} to {target}"
-            db = self._targets[target] = DirectDatabase(
-                target, application_name=name[:63], synchronous_commit=True
-            )
-        delivered = db.run(
-            OUTBOX_DELIVER,
-            now=self.now(),
-            **array_params([JobRow.from_record(row) for row in rows]),
-        )
-        written = sum(1 for row in delivered if row["inserted"])
-        logger.info(
-            "jobs.outbox.delivered",
-            extra={
-                "relay_id": self.relay_id,
-                "alias": target,
-                "rows": len(rows),
-                "received": len(delivered),
-                "inserted": written,
-            },
-        )
-        return written
+        self.publisher.close()
 
     def claim(self, db: Database, token: str) -> list[StagedJob]:
         """Take the next batch under the pass's token; rows in publish order."""

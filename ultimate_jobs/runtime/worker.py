@@ -146,6 +146,7 @@ class Worker:
             lease=settings.LEASE,
             every=settings.heartbeat_seconds,
             lifecycle=self.lifecycle,
+            names=jobs.names(),
         )
         self.pool = Pool(
             self.ledger,

@@ -41,3 +41,12 @@ SELECT counted.queue,
        ) AS counted
  GROUP BY counted.queue, counted.state
  ORDER BY counted.queue, counted.state;
+
+-- name: console_jit_off :one
+-- JIT compilation off for the rest of this transaction only (set_config's is_local;
+-- the server's setting is untouched). The dead-letter groups read each day partition of
+-- the archive through a LIMIT the planner cannot see the end of, so at a million jobs
+-- the plan is estimated above jit_above_cost and PostgreSQL spent ~480 ms compiling a
+-- statement that runs in ~100 ms (the dashboard's 923 ms, issue 27). The worker's own
+-- connections have JIT off already (db.py).
+SELECT set_config('jit', 'off', true) AS setting;

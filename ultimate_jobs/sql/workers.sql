@@ -4,16 +4,18 @@
 -- Upsert this worker's row (host, pid, queues, slots, at most 100 in-flight job ids,
 -- and the slots lost to bodies running past their timeout with their job ids) and
 -- push its expiry one lease ahead; rows whose expiry passed are deleted on the way,
--- so the registry lists live workers only. Answers `drain`: whether an operator asked
--- this worker to drain (the admin's Drain button), which it honours at once.
+-- so the registry lists live workers only. The job names its code declares (`names`,
+-- NULL when not recorded) are written when the row is inserted, never at a later
+-- beat: they cannot change in one process (issue 30). Answers `drain`: whether an
+-- operator asked this worker to drain (the admin's Drain button), which it honours at once.
 WITH expired AS (
     DELETE FROM ultimate_jobs_worker AS worker
      WHERE worker.expires_at < coalesce(%(now)s::timestamptz, now())
        AND worker.id <> %(id)s::text
 )
 INSERT INTO ultimate_jobs_worker (
-    id, host, pid, started_at, queues, slots, in_flight, abandoned, abandoned_jobs,
-    heartbeat_at, expires_at
+    id, host, pid, started_at, queues, names, slots, in_flight, abandoned,
+    abandoned_jobs, heartbeat_at, expires_at
 )
 VALUES (
     %(id)s::text,
@@ -21,6 +23,7 @@ VALUES (
     %(pid)s::integer,
     %(started_at)s::timestamptz,
     to_jsonb(%(queues)s::text[]),
+    to_jsonb(%(names)s::text[]),
     %(slots)s::integer,
     to_jsonb((%(in_flight)s::uuid[])[1:100]),
     %(abandoned)s::integer,

@@ -200,3 +200,16 @@ UPDATE ultimate_jobs_job AS parent
               AND child.state IN ('ready', 'delayed', 'running', 'suspended')
        )
 RETURNING parent.id;
+
+-- name: child_forestall :many
+-- Cancel cascade (S11) for children of a cancelled parent still staged in the parent's
+-- outbox for THIS alias (Q1, not yet relayed): take their delivery receipts here first,
+-- so outbox_deliver finds every receipt taken and never writes these jobs (the relay
+-- then marks the staged rows published, as for any receipt already taken). Answers the
+-- ids forestalled now; an id not answered was delivered already (or by a delivery that
+-- committed while this waited on the receipt's key): the caller cancels that job.
+INSERT INTO ultimate_jobs_outbox_receipt (id, received_at)
+SELECT given.id, statement_timestamp()
+  FROM unnest(%(ids)s::uuid[]) AS given(id)
+    ON CONFLICT DO NOTHING
+RETURNING id;

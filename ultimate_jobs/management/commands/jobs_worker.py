@@ -26,6 +26,7 @@ from ultimate_jobs.management.supervisor import supervise, watch_supervisor
 from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
+from ultimate_jobs.runtime.budget import refuse_over_budget
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
 
 
@@ -63,7 +64,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--force",
             action="store_true",
-            help=f"allow --processes past {PROCESSES_PER_CPU} per CPU",
+            help=f"allow --processes past {PROCESSES_PER_CPU} per CPU, and start a "
+            "process past the connection budget (docs/operations.md)",
         )
         parser.add_argument(
             "--metrics-port", type=int, help="serve Prometheus metrics on this port"
@@ -123,6 +125,12 @@ class Command(BaseCommand):
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
         watch_supervisor()  # a child of --processes dies with its supervisor
+        try:  # issue 31: a process past the connection budget does not start
+            refuse_over_budget(
+                settings, names, options["concurrency"], force=options["force"]
+            )
+        except JobsError as exc:
+            raise CommandError(str(exc)) from exc
         raise SystemExit(
             serve(
                 names,
