@@ -51,6 +51,10 @@ class NotingDjango(Noting, DjangoDatabase):
         self.note(query)
         return DjangoDatabase.run(self, query, **params)
 
+    def hot(self, query: Query[Any], /, **params: Any) -> list[Any]:
+        self.note(query)  # the app's connection has the hot door too (db.py)
+        return DjangoDatabase.hot(self, query, **params)
+
 
 @pytest.mark.django_db(transaction=True)
 def test_an_uncapped_job_is_claimed_by_the_plain_claim_in_a_worker_and_in_tests(jobs):
