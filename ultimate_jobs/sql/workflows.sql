@@ -1,12 +1,12 @@
 -- Statements of fan-out and fan-in (S10, S11): run.spawn and run.wait_for_jobs.
 --
 -- Writes are fenced on the parent's claim like every step write (W3, the claim_held
--- fragment of steps.sql): they match the parent only while it is 'running' under the caller's lease_owner,
--- holding the row FOR KEY SHARE until they commit; no row answered means the claim is
--- lost and nothing was written. The wake of a waiting parent is the deferred trigger
--- ultimate_jobs_child_settled (migration 0009): it and fanin_lock take the same
--- transaction-level advisory lock, so a parent checking its children and the settle of
--- its last child never both miss each other.
+-- fragment of steps.sql): they match the parent only while it is 'running' under the
+-- caller's lease_owner, holding the row FOR KEY SHARE until they commit; no row
+-- answered means the claim is lost and nothing was written. The wake of a waiting
+-- parent is the deferred trigger ultimate_jobs_child_settled (migration 0009): it and
+-- fanin_lock take the same transaction-level advisory lock, so a parent checking its
+-- children and the settle of its last child never both miss each other.
 
 -- name: spawn_record :many
 -- Record run.spawn's steps (S10), one per child (`names`, `child_ids`, `adopt`,
