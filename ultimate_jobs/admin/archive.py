@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ultimate_jobs.admin import cells, job_list
+from ultimate_jobs.admin import cells, job_columns, job_list
 from ultimate_jobs.admin.job_columns import JobColumns
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.models import JobArchive
@@ -30,23 +30,10 @@ else:  # ModelAdmin is generic only to the type checker
 
 @admin.register(JobArchive)
 class JobArchiveAdmin(ReadOnly, JobColumns, ArchiveModelAdmin):
-    list_display = (
-        "job_id",
-        "job_name",
-        "queue_name",
-        "state",
-        "attempts",
-        "tenant",
-        "created",
-        "finished",
-    )
+    list_display = (*job_columns.COLUMNS, "finished")
     list_display_links = None
     list_filter = (
-        job_list.DatabaseFilter,  # Q1: every alias keeps its own archive
-        job_list.StateFilter,
-        job_list.QueueFilter,
-        job_list.NameFilter,
-        job_list.TenantFilter,
+        *job_columns.FILTERS,
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
         job_list.KeyFilter,

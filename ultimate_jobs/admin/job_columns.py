@@ -24,6 +24,17 @@ else:
     Base = object
 
 
+# The first columns of both lists, and the filters both offer first.
+COLUMNS = ("job_id", "job_name", "queue_name", "state", "attempts", "tenant", "created")
+FILTERS = (
+    job_list.DatabaseFilter,  # Q1: every alias keeps its own jobs and archive
+    job_list.StateFilter,
+    job_list.QueueFilter,
+    job_list.NameFilter,
+    job_list.TenantFilter,
+)
+
+
 class JobColumns(Base):
     """A mixin for a ModelAdmin over jobs, placed before ``admin.ModelAdmin``."""
 

@@ -24,6 +24,7 @@ from ultimate_jobs import api
 from ultimate_jobs.admin import (
     cells,
     charts,
+    job_columns,
     job_details,
     job_family,
     job_list,
@@ -99,23 +100,9 @@ def _selected(request: HttpRequest, queryset: QuerySet[Job]) -> list[Any]:
 @admin.register(Job)
 class JobAdmin(ReadOnly, JobColumns, JobModelAdmin):
     # Rows change only through the audited actions below (ReadOnly: no edit form).
-    list_display = (
-        "job_id",
-        "job_name",
-        "queue_name",
-        "state",
-        "attempts",
-        "tenant",
-        "created",
-        "wait",
-        "run_time",
-    )
+    list_display = (*job_columns.COLUMNS, "wait", "run_time")
     list_filter = (
-        job_list.DatabaseFilter,
-        job_list.StateFilter,
-        job_list.QueueFilter,
-        job_list.NameFilter,
-        job_list.TenantFilter,
+        *job_columns.FILTERS,
         ("created_at", admin.DateFieldListFilter),
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
