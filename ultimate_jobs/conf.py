@@ -308,7 +308,8 @@ class JobsSettings(Placement):
     PREPARED_STATEMENTS: bool = _key(
         True,  # noqa: FBT003 - a default, not a flag argument
         kind="flag",
-        doc="prepare the named statements once per connection; `False` behind a "
+        doc="prepare the named statements once per connection (the worker's, and "
+        "the app's own for a one-by-one enqueue in autocommit); `False` behind a "
         "transaction-pooling proxy that cannot hold prepared statements (PgBouncer "
         "before 1.21)",
     )

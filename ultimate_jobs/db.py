@@ -233,6 +233,38 @@ class DjangoDatabase:
         except DatabaseError as exc:
             raise QueryError(query.name, exc) from exc
 
+    def hot(self, query: Query[R], /, **params: Any) -> list[R]:
+        """``run`` through the hot door (``_Hot``) on Django's own connection, for the
+        enqueue's statements (issue 26): one prepared round trip, binary parameters and
+        results, no cursor. Only outside a transaction (autocommit, no atomic block):
+        the door sends no BEGIN, so a statement inside one takes ``run``, which joins
+        it; likewise while queries are logged or without prepared statements."""
+        wrapper = connections[self.alias]
+        if wrapper.queries_logged or not _prepared_statements():
+            return self.run(query, **params)
+        _check_params(query, params)
+        self.unreadable = []
+        try:
+            with wrapper.wrap_database_errors:
+                wrapper.ensure_connection()
+                raw = wrapper.connection
+                if (
+                    wrapper.in_atomic_block
+                    or not raw.autocommit
+                    or raw.pgconn.transaction_status != pq.TransactionStatus.IDLE
+                ):
+                    return self.run(query, **params)
+                # The door's state lives on the connection it prepared on (the
+                # statements the server holds for that session): a new connection
+                # gets a new door, and no other connection can see this one's.
+                hot = getattr(raw, _DOOR, None)
+                if hot is None:
+                    hot = _Hot(raw, prepare=True)
+                    setattr(raw, _DOOR, hot)
+                return hot.run(query, params, self.unreadable)
+        except DatabaseError as exc:
+            raise QueryError(query.name, exc) from exc
+
 
 def _prepared_statements() -> bool:
     return get_settings().PREPARED_STATEMENTS
@@ -411,17 +443,23 @@ class _Hot:
                 query.native.encode(), values, types, formats, _BINARY
             )
         statement = f"uj_{query.name}".encode()
-        if statement not in self.prepared:
-            result = self.pgconn.prepare(statement, query.native.encode(), types)
-            if result.status != pq.ExecStatus.COMMAND_OK:
-                raise psycopg.errors.error_from_result(result, self.encoding)
-            self.prepared.add(statement)
-        # A NULL parameter is None, as libpq takes it (the stubs say bytes only).
-        result = self.pgconn.exec_prepared(
-            statement, cast(list[bytes], values), formats, _BINARY
-        )
-        if result.error_field(pq.DiagnosticField.SQLSTATE) == _GONE.encode():
+        for _ in range(2):
+            if statement not in self.prepared:
+                result = self.pgconn.prepare(statement, query.native.encode(), types)
+                if result.status != pq.ExecStatus.COMMAND_OK:
+                    raise psycopg.errors.error_from_result(result, self.encoding)
+                self.prepared.add(statement)
+            # A NULL parameter is None, as libpq takes it (the stubs say bytes only).
+            result = self.pgconn.exec_prepared(
+                statement, cast(list[bytes], values), formats, _BINARY
+            )
+            if result.error_field(pq.DiagnosticField.SQLSTATE) != _GONE.encode():
+                break
             self.prepared.discard(statement)  # prepared again on the next call
+            if self.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                break  # a transaction the failure aborted: the caller's to handle
+            # Outside a transaction nothing ran: prepare it again and run it now (a
+            # psycopg ROLLBACK on Django's connection sends DEALLOCATE ALL).
         return result
 
     def run(
@@ -495,6 +533,10 @@ class _Hot:
             else:
                 values[name] = str(value)
         return values
+
+
+# The attribute of a Django-made psycopg connection holding its hot door's state.
+_DOOR = "_ultimate_jobs_hot_door"
 
 
 def hot_door(db: Any) -> Callable[..., list[Any]]:

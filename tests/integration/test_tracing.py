@@ -6,6 +6,9 @@ exporter (a test dependency only), through the worker's executor and SQL."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tests.conftest import REPO
 from tests.testapp.seed_jobs import traced
 from ultimate_jobs.models import Job
 from ultimate_jobs.observability import tracing
@@ -146,7 +150,7 @@ def test_without_opentelemetry_nothing_is_traced_and_the_job_runs(
 ):
     """No hard dependency: with the package absent the module does nothing."""
     spans, app = exporter
-    monkeypatch.setattr(tracing, "otel_trace", None)
+    monkeypatch.setattr(tracing, "_otel", lambda: None)
     with app.start_as_current_span("request"):
         traced.enqueue(key="absent")
     assert [a.outcome for a in jobs.run()] == ["completed"]
@@ -166,3 +170,28 @@ def test_with_the_api_but_no_provider_set_no_span_is_started(jobs):
         traced.enqueue(key="no-sdk", child="no-sdk-child")
     assert [a.outcome for a in jobs.run()] == ["completed", "completed"]
     assert Job.objects.get(idempotency_key="no-sdk-child").correlation_id == traceparent
+
+
+def test_a_worker_never_imports_opentelemetry_itself(worker_env):
+    """Issue 26 (RSS): a process that never imported it has no provider and no current
+    span, so the worker leaves the 3.4 MiB package unimported; tracing starts when
+    the application imports it (the tests above)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, django; django.setup()\n"
+            "from ultimate_jobs.runtime import worker\n"
+            "from ultimate_jobs.ground import context\n"
+            "assert context.current_traceparent() == ''\n"
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n",
+        ],
+        cwd=REPO,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -299,8 +299,8 @@ _PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
 def holder_params(rows: list[Row]) -> dict[str, Any]:
     """The parameters of job_holders: who holds each row's place."""
     return {
-        "id": [row.id for row in rows],
-        "name": [row.name for row in rows],
-        "tenant_id": [row.tenant_id for row in rows],
-        "idempotency_key": [row.idempotency_key for row in rows],
+        "id": arrays.uuids([row.id for row in rows]),
+        "name": arrays.texts([row.name for row in rows]),
+        "tenant_id": arrays.texts([row.tenant_id for row in rows]),
+        "idempotency_key": arrays.texts([row.idempotency_key for row in rows]),
     }

@@ -38,13 +38,13 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     one's place. A row whose holder finished between the two statements is written
     again (its key is free now).
     """
+    # One prepared round trip on Django's connection outside a transaction (issue 26).
+    run = db.hot if isinstance(db, DjangoDatabase) else db.run
     answers: list[Enqueued | None] = [None] * len(rows)
     pending = list(range(len(rows)))
     for _ in range(_RACE_RETRIES):
         batch = [rows[i] for i in pending]
-        inserted = {
-            r["id"] for r in db.run(JOB_ENQUEUE, now=now, **array_params(batch))
-        }
+        inserted = {r["id"] for r in run(JOB_ENQUEUE, now=now, **array_params(batch))}
         deduped = []
         for index in pending:
             row = rows[index]
@@ -54,7 +54,7 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
                 deduped.append(index)
         if not deduped:
             return [a for a in answers if a is not None]
-        held = db.run(JOB_HOLDERS, **holder_params([rows[i] for i in deduped]))
+        held = run(JOB_HOLDERS, **holder_params([rows[i] for i in deduped]))
         found = {deduped[h["ord"] - 1]: h for h in held}
         pending = []
         for index in deduped:

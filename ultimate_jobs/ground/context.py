@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
-
-try:  # optional: the enqueue records the current span's traceparent (M2)
-    import opentelemetry.trace as otel_trace
-except ImportError:  # pragma: no cover - exercised where it is not installed
-    otel_trace = None  # type: ignore[assignment]
 
 _tenant: ContextVar[str | None] = ContextVar("ultimate_jobs_tenant", default=None)
 # The name of the job whose body (or on_settled hook) runs here; None outside one.
@@ -63,6 +59,8 @@ def current_correlation_id() -> str:
 def current_traceparent() -> str:
     """The W3C ``traceparent`` of the current OpenTelemetry span ('' without one, or
     when the ``opentelemetry-api`` package is not installed)."""
+    # Never imported here (issue 26): a process under a span has imported it already.
+    otel_trace = sys.modules.get("opentelemetry.trace")
     if otel_trace is None:
         return ""
     span = otel_trace.get_current_span().get_span_context()

@@ -25,6 +25,7 @@ import contextlib
 import json
 import math
 import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -33,20 +34,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ultimate_jobs.declaration.redaction import scrub_text
 from ultimate_jobs.observability.redaction import redaction_for
 
-try:
-    from opentelemetry import trace as otel_trace
-    from opentelemetry.trace import (
-        NoOpTracerProvider,
-        ProxyTracerProvider,
-        SpanKind,
-        Status,
-        StatusCode,
-    )
-    from opentelemetry.trace.propagation.tracecontext import (
-        TraceContextTextMapPropagator,
-    )
-except ImportError:  # pragma: no cover - exercised where it is not installed
-    otel_trace = None  # type: ignore[assignment]
+
+def _otel() -> Any:
+    """``opentelemetry.trace`` when this process has imported it, else None.
+
+    Never imported here (3.4 MiB a worker does not need, issue 26): an application
+    that sets a tracer provider, or runs under a span, has imported it already, and
+    one that has not can have neither, so no span is recorded.
+    """
+    return sys.modules.get("opentelemetry.trace")
+
 
 if TYPE_CHECKING:
     from ultimate_jobs.sql.rows import ClaimedJob
@@ -93,9 +90,9 @@ def _tracer() -> Any:
     it), or one of the provider ``use_tracer_provider`` put in place."""
     global _global_tracer  # made once per process
     if _provider is not None:
-        return otel_trace.get_tracer(INSTRUMENTATION, tracer_provider=_provider)
+        return _otel().get_tracer(INSTRUMENTATION, tracer_provider=_provider)
     if _global_tracer is None:
-        _global_tracer = otel_trace.get_tracer(INSTRUMENTATION)
+        _global_tracer = _otel().get_tracer(INSTRUMENTATION)
     return _global_tracer
 
 
@@ -143,7 +140,10 @@ class AttemptSpan:
             )
         if outcome in FAILED_OUTCOMES:
             described = f"{type(error).__name__}: {error}" if error else outcome
-            self.span.set_status(Status(StatusCode.ERROR, self._scrub(described)[:500]))
+            trace = _otel()
+            self.span.set_status(
+                trace.Status(trace.StatusCode.ERROR, self._scrub(described)[:500])
+            )
 
     def correlation_id(self, stored: str) -> str:
         """The correlation id the body's own enqueues record: this span's traceparent
@@ -188,20 +188,19 @@ def _may_record() -> bool:
     until the application has set one (from then on it stays set).
     """
     global _global_recording, _global_checked_at  # benign races: a bool, a time
-    if otel_trace is None:
+    trace = _otel()
+    if trace is None:
         return False
+    unset = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
     if _provider is not None:
-        return not isinstance(_provider, (ProxyTracerProvider, NoOpTracerProvider))
+        return not isinstance(_provider, unset)
     if _global_recording:
         return True
     now = time.monotonic()
     if now - _global_checked_at < 1.0:
         return False
     _global_checked_at = now
-    provider = otel_trace.get_tracer_provider()
-    _global_recording = not isinstance(
-        provider, (ProxyTracerProvider, NoOpTracerProvider)
-    )
+    _global_recording = not isinstance(trace.get_tracer_provider(), unset)
     return _global_recording
 
 
@@ -252,6 +251,11 @@ def _input_secrets(job: ClaimedJob) -> Callable[[], Sequence[str]]:
 
 @contextlib.contextmanager
 def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
+    from opentelemetry.trace.propagation.tracecontext import (
+        TraceContextTextMapPropagator,
+    )
+
+    trace = _otel()
     secrets = _input_secrets(job)
     correlation = job["correlation_id"] or ""
     parent = (
@@ -271,7 +275,7 @@ def _attempt_span(job: ClaimedJob) -> Iterator[AttemptSpan]:
     with _tracer().start_as_current_span(
         f"job {job['name']}",
         context=parent,
-        kind=SpanKind.CONSUMER,
+        kind=trace.SpanKind.CONSUMER,
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
