@@ -396,3 +396,15 @@ def without_app_purge() -> Iterator[None]:
         yield
     finally:
         task_registry.register(purge_hourly)
+
+
+@pytest.fixture
+def operator(client: Any) -> Any:
+    """A staff user who may view jobs (view_job), logged in on the test client. A module
+    that needs other permissions defines its own ``operator``."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user("op", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
+    client.force_login(user)
+    return user

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -19,14 +18,6 @@ pytestmark = pytest.mark.django_db
 LIST = "admin:ultimate_jobs_job_changelist"
 # The whole id is the code's title; its text is the first and last 8 hex digits.
 ID = re.compile(r'<code class="uj-id" title="([0-9a-f-]{36})">')
-
-
-@pytest.fixture
-def operator(client):
-    user = User.objects.create_user("op", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
-    client.force_login(user)
-    return user
 
 
 def ids(client, **params):

@@ -18,7 +18,6 @@ import logging
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -38,14 +37,6 @@ SECRETS = (PASSWORD, CARD, TOKEN)
 def assert_clean(surface: str, text: str) -> None:
     for secret in SECRETS:
         assert secret not in text, f"{secret!r} reached {surface}"
-
-
-@pytest.fixture
-def operator(client):
-    user = User.objects.create_user("op", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
-    client.force_login(user)
-    return user
 
 
 def plant() -> Any:

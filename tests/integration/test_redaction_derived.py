@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.urls import reverse
 from opentelemetry.sdk.trace import TracerProvider
@@ -59,14 +58,6 @@ FORMS = (
 def assert_clean(surface: str, text: str) -> None:
     for form in FORMS:
         assert form not in text, f"{form!r} reached {surface}"
-
-
-@pytest.fixture
-def operator(client):
-    user = User.objects.create_user("op", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
-    client.force_login(user)
-    return user
 
 
 @pytest.fixture

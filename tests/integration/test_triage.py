@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
@@ -64,14 +64,6 @@ def test_the_fingerprint_keeps_the_cause_and_drops_what_varies():
     outer = ERRORS[4].replace("in body", "in other_body")
     assert fingerprint(outer) == fingerprint(ERRORS[4])  # beyond the innermost three
     assert fingerprint("") is None
-
-
-@pytest.fixture
-def operator(client):
-    user = User.objects.create_user("op", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename="view_job"))
-    client.force_login(user)
-    return user
 
 
 def dead_from_two_causes(jobs: Any, missing: int = 5, gateway: int = 3) -> None:

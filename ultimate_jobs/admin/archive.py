@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ultimate_jobs.admin import cells, job_list
+from ultimate_jobs.admin import cells, job_columns, job_list
+from ultimate_jobs.admin.job_columns import JobColumns
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.models import JobArchive
 
@@ -29,37 +29,16 @@ else:  # ModelAdmin is generic only to the type checker
 
 
 @admin.register(JobArchive)
-class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
-    list_display = (
-        "job_id",
-        "job_name",
-        "queue_name",
-        "state",
-        "attempts",
-        "tenant",
-        "created",
-        "finished",
-    )
+class JobArchiveAdmin(ReadOnly, JobColumns, ArchiveModelAdmin):
+    list_display = (*job_columns.COLUMNS, "finished")
     list_display_links = None
     list_filter = (
-        job_list.DatabaseFilter,  # Q1: every alias keeps its own archive
-        job_list.StateFilter,
-        job_list.QueueFilter,
-        job_list.NameFilter,
-        job_list.TenantFilter,
+        *job_columns.FILTERS,
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
         job_list.KeyFilter,
     )
-    search_fields = ("=id",)
-    search_help_text = (
-        "A full id, id:<first hex digits>, an idempotency key (or its beginning), "
-        "a tenant, or a job name."
-    )
-    sortable_by = ()
-    show_full_result_count = False
-    list_per_page = 100
-    ordering = ("-id",)
+    # Search, paging and the shared columns: admin/job_columns.py.
     actions = None
     change_list_template = "admin/ultimate_jobs/job/change_list.html"
 
@@ -69,14 +48,6 @@ class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
-        return job_list.KeysetChangeList
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
-    ) -> tuple[QuerySet[Any], bool]:
-        return job_list.search(queryset, search_term), False
 
     def change_view(
         self,
@@ -95,26 +66,6 @@ class JobArchiveAdmin(ReadOnly, ArchiveModelAdmin):
         page = reverse("admin:ultimate_jobs_job_change", args=[row.pk])
         return format_html('<a href="{}">{}</a>', page, cells.short_id(row.pk))
 
-    @admin.display(description="name")
-    def job_name(self, row: JobArchive) -> str:
-        return cells.cut(row.name)
-
-    @admin.display(description="queue")
-    def queue_name(self, row: JobArchive) -> str:
-        return cells.cut(row.queue)
-
-    @admin.display(description="tenant")
-    def tenant(self, row: JobArchive) -> str:
-        return cells.cut(row.tenant_id)
-
-    @admin.display(description="created")
-    def created(self, row: JobArchive) -> str:
-        return job_list.when(row.created_at)
-
     @admin.display(description="finished")
     def finished(self, row: JobArchive) -> str:
         return job_list.when(row.finished_at)
-
-    @admin.display(description="attempts")
-    def attempts(self, row: JobArchive) -> str:
-        return f"{row.attempt}/{row.max_attempts}"

@@ -24,12 +24,14 @@ from ultimate_jobs import api
 from ultimate_jobs.admin import (
     cells,
     charts,
+    job_columns,
     job_details,
     job_family,
     job_list,
     job_page,
 )
 from ultimate_jobs.admin.guard import InputGuard
+from ultimate_jobs.admin.job_columns import JobColumns
 from ultimate_jobs.admin.permissions import ReadOnly
 from ultimate_jobs.admin.refusals import bulk_summary, refused
 from ultimate_jobs.conf import get_settings
@@ -96,25 +98,11 @@ def _selected(request: HttpRequest, queryset: QuerySet[Job]) -> list[Any]:
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnly, JobModelAdmin):
+class JobAdmin(ReadOnly, JobColumns, JobModelAdmin):
     # Rows change only through the audited actions below (ReadOnly: no edit form).
-    list_display = (
-        "job_id",
-        "job_name",
-        "queue_name",
-        "state",
-        "attempts",
-        "tenant",
-        "created",
-        "wait",
-        "run_time",
-    )
+    list_display = (*job_columns.COLUMNS, "wait", "run_time")
     list_filter = (
-        job_list.DatabaseFilter,
-        job_list.StateFilter,
-        job_list.QueueFilter,
-        job_list.NameFilter,
-        job_list.TenantFilter,
+        *job_columns.FILTERS,
         ("created_at", admin.DateFieldListFilter),
         job_list.CreatedFromFilter,
         job_list.CreatedToFilter,
@@ -122,17 +110,8 @@ class JobAdmin(ReadOnly, JobModelAdmin):
         job_list.KeyFilter,
         job_list.ParentFilter,
     )
-    # Searched by admin/job_list.search (full id, id:<hex prefix>, key prefix, tenant,
-    # name); listed so the admin draws its search box.
-    search_fields = ("=id",)
-    search_help_text = (
-        "A full id, id:<first hex digits>, an idempotency key (or its beginning), "
-        "a tenant, or a job name."
-    )
-    sortable_by = ()  # keyset pages: newest first, always
-    show_full_result_count = False
-    list_per_page = 100
-    ordering = ("-id",)
+    # Search, keyset paging and the columns it shares with the archive list:
+    # admin/job_columns.py.
     actions = ("retry_jobs", "cancel_jobs", "promote_jobs", "remove_jobs")
     readonly_fields = (
         "id",
@@ -266,9 +245,6 @@ class JobAdmin(ReadOnly, JobModelAdmin):
             return super().get_object(request, object_id, from_field)
         return job_page.located(object_id)
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
-        return job_list.KeysetChangeList
-
     def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
         """Q1: a database column when queues live on several aliases."""
         shown = tuple(super().get_list_display(request))
@@ -281,30 +257,9 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     def database(self, job: Job) -> str:
         return job._state.db or get_settings().DATABASE
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
-    ) -> tuple[QuerySet[Job], bool]:
-        return job_list.search(queryset, search_term), False
-
     @admin.display(description="id")
     def job_id(self, job: Job) -> str:
         return cells.short_id(job.pk)
-
-    @admin.display(description="name")
-    def job_name(self, job: Job) -> str:
-        return cells.cut(job.name)
-
-    @admin.display(description="queue")
-    def queue_name(self, job: Job) -> str:
-        return cells.cut(job.queue)
-
-    @admin.display(description="tenant")
-    def tenant(self, job: Job) -> str:
-        return cells.cut(job.tenant_id)
-
-    @admin.display(description="created")
-    def created(self, job: Job) -> str:
-        return job_list.when(job.created_at)
 
     @admin.display(description="waited")
     def wait(self, job: Job) -> str:
@@ -313,10 +268,6 @@ class JobAdmin(ReadOnly, JobModelAdmin):
     @admin.display(description="ran")
     def run_time(self, job: Job) -> str:
         return job_list.span(job_list.took(job))
-
-    @admin.display(description="attempts")
-    def attempts(self, job: Job) -> str:
-        return f"{job.attempt}/{job.max_attempts}"
 
     @admin.display(description="attempt history")
     def attempt_history(self, job: Job) -> str:

@@ -147,7 +147,7 @@ def json_problem(  # noqa: C901 - one branch per JSON type
                 return JsonProblem(
                     _path_of(node), item, "not JSON-serialisable: not a finite number"
                 )
-        elif isinstance(item, dict):
+        elif isinstance(item, dict | list | tuple):
             if depth > max_depth:
                 return JsonProblem(
                     _path_of(node),
@@ -155,23 +155,19 @@ def json_problem(  # noqa: C901 - one branch per JSON type
                     f"nested deeper than {max_depth} levels",
                     "deep",
                 )
-            for key, child in item.items():
-                if type(key) is not str and not isinstance(key, str):
-                    return JsonProblem(_path_of(node), key, "object keys are strings")
-                chars += len(key)
-                if (problem := text_problem(key)) is not None:
-                    return JsonProblem(_path_of((node, key)), key, f"key {problem}")
-                stack.append((child, depth + 1, (node, key)))
-        elif isinstance(item, list | tuple):
-            if depth > max_depth:
-                return JsonProblem(
-                    _path_of(node),
-                    "...",
-                    f"nested deeper than {max_depth} levels",
-                    "deep",
-                )
-            for index, child in enumerate(item):
-                stack.append((child, depth + 1, (node, index)))
+            if not isinstance(item, dict):
+                for index, child in enumerate(item):
+                    stack.append((child, depth + 1, (node, index)))
+            else:
+                for key, child in item.items():
+                    if type(key) is not str and not isinstance(key, str):
+                        return JsonProblem(
+                            _path_of(node), key, "object keys are strings"
+                        )
+                    chars += len(key)
+                    if (problem := text_problem(key)) is not None:
+                        return JsonProblem(_path_of((node, key)), key, f"key {problem}")
+                    stack.append((child, depth + 1, (node, key)))
         else:
             return JsonProblem(
                 _path_of(node),

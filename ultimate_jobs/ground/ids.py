@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 import uuid
@@ -67,3 +68,9 @@ _new = object.__new__
 _set = object.__setattr__
 _UUID = uuid.UUID
 _UNKNOWN = uuid.SafeUUID.unknown
+
+
+def process_name() -> str:
+    """This process as a lease holder or relay names it: host, process id and six random
+    hex digits, so two loops of one process never share a name."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

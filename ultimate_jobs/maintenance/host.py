@@ -22,10 +22,7 @@ One host works on one alias's tables (Q1), and only while it leads:
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
@@ -33,8 +30,9 @@ from typing import Protocol
 from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DirectDatabase
 from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.ground.ids import process_name
 from ultimate_jobs.maintenance.archive import Mover
-from ultimate_jobs.maintenance.leader import Leadership
+from ultimate_jobs.maintenance.leader import Leadership, LeaseHolder
 from ultimate_jobs.maintenance.rollup import RollUp
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 
@@ -61,10 +59,12 @@ def default_chores(settings: JobsSettings) -> list[Chore]:
     return [Mover(settings), RollUp()]
 
 
-class Maintenance:
+class Maintenance(LeaseHolder):
     """The chores of one alias, run while this process leads."""
 
     name = "maintenance"
+    role = MAINTENANCE_ROLE
+    application_name = "ultimate_jobs maintenance"
 
     def __init__(
         self,
@@ -84,9 +84,7 @@ class Maintenance:
         self.chores = list(
             chores if chores is not None else default_chores(self.settings)
         )
-        self.holder = holder or (
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        )
+        self.holder = holder or process_name()
         self.clock = clock
         self.wall = wall
         self._db = db
@@ -112,25 +110,7 @@ class Maintenance:
 
     # -- on its own: a lease of the maintenance role ------------------------------------
 
-    @property
-    def db(self) -> Database:
-        if self._db is None:
-            self._db = DirectDatabase(
-                self.alias, application_name="ultimate_jobs maintenance"
-            )
-        return self._db
-
-    @property
-    def leadership(self) -> Leadership:
-        if self._leadership is None:
-            self._leadership = Leadership(
-                self.db,
-                holder=self.holder,
-                ttl=self.settings.SCHEDULER_LEASE,
-                role=MAINTENANCE_ROLE,
-                wall=self.wall,
-            )
-        return self._leadership
+    # Its session and lease (db, leadership): maintenance/leader.py LeaseHolder.
 
     def run_once(self, now: datetime | None = None) -> list[str]:
         """One round: renew or ask for the lease when due, then run the due chores.

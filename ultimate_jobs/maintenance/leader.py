@@ -31,7 +31,8 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from ultimate_jobs.db import Database
+from ultimate_jobs.conf import JobsSettings
+from ultimate_jobs.db import Database, DirectDatabase
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE
 
@@ -169,3 +170,39 @@ class Leadership:
             extra={"holder": self.holder, "released": released},
         )
         return released
+
+
+class LeaseHolder:
+    """A loop that leads one role on one alias (the scheduler, the maintenance host):
+    its own session, opened when first needed, and its lease on that session. The loop
+    sets ``settings``, ``alias``, ``holder``, ``wall``, ``_db`` (None: open one) and
+    ``_leadership`` (None) in its constructor."""
+
+    role = SCHEDULER_ROLE
+    application_name = "ultimate_jobs scheduler"
+    settings: JobsSettings
+    alias: str
+    holder: str
+    wall: Callable[[], datetime]
+    _db: Database | None
+    _leadership: Leadership | None
+
+    @property
+    def db(self) -> Database:
+        if self._db is None:
+            self._db = DirectDatabase(
+                self.alias, application_name=self.application_name
+            )
+        return self._db
+
+    @property
+    def leadership(self) -> Leadership:
+        if self._leadership is None:
+            self._leadership = Leadership(
+                self.db,
+                holder=self.holder,
+                ttl=self.settings.SCHEDULER_LEASE,
+                role=self.role,
+                wall=self.wall,
+            )
+        return self._leadership

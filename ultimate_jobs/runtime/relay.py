@@ -48,8 +48,6 @@ flight finishes (publish and mark) and the loop ends.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -61,6 +59,7 @@ from ultimate_jobs.db import Database, DirectDatabase, Row
 from ultimate_jobs.enqueue.outbox import OUTBOX_CHANNEL
 from ultimate_jobs.enqueue.rows import Row as JobRow
 from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.ground.ids import process_name
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.publisher import Publisher
@@ -135,9 +134,8 @@ class Relay:
         self.alias = alias or self.settings.DATABASE
         self.lifecycle = lifecycle or Lifecycle()
         self.notifications = wake
-        self.relay_id = (
-            relay_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        )[:180]  # claimed_by holds "<relay id>/<pass token>" in 200 characters
+        # claimed_by holds "<relay id>/<pass token>" in 200 characters
+        self.relay_id = (relay_id or process_name())[:180]
         self.batch_size = batch_size
         self.db = db
         self.now = now

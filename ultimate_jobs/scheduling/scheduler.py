@@ -18,11 +18,8 @@ hands the lease back. ``run_once(now=...)`` runs one round on a driven clock, fo
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -30,8 +27,9 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DirectDatabase
 from ultimate_jobs.declaration.registry import Registry, registry
 from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.ground.ids import process_name
 from ultimate_jobs.maintenance.host import Maintenance
-from ultimate_jobs.maintenance.leader import Leadership
+from ultimate_jobs.maintenance.leader import Leadership, LeaseHolder
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.scheduling.firing import Fire, Firing
@@ -42,7 +40,7 @@ logger = logging.getLogger(__name__)
 SCHEDULER_CHANNEL = "ultimate_jobs_scheduler"
 
 
-class Scheduler:
+class Scheduler(LeaseHolder):
     """The scheduler role of one process: a lease, and the fires while it leads."""
 
     name = "scheduler"
@@ -72,9 +70,7 @@ class Scheduler:
         self.jobs = jobs
         self.clock = clock
         self.wall = wall  # this host's clock: only ever read through the offset (C9)
-        self.holder = holder or (
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        )
+        self.holder = holder or process_name()
         self._db = db
         self._leadership: Leadership | None = None
         self.firing = Firing(
@@ -102,10 +98,6 @@ class Scheduler:
     def run(self) -> int:
         """Compete for the lease and fire while leading, until the lifecycle stops."""
         owned = self._db is None
-        if self._db is None:
-            self._db = DirectDatabase(
-                self.alias, application_name="ultimate_jobs scheduler"
-            )
         self.listen()
         logger.info(
             "jobs.scheduler.started",
@@ -152,24 +144,7 @@ class Scheduler:
             self.notifications.subscribe(SCHEDULER_CHANNEL, self._on_notification)
             self.notifications.start()
 
-    @property
-    def db(self) -> Database:
-        if self._db is None:
-            self._db = DirectDatabase(
-                self.alias, application_name="ultimate_jobs scheduler"
-            )
-        return self._db
-
-    @property
-    def leadership(self) -> Leadership:
-        if self._leadership is None:
-            self._leadership = Leadership(
-                self.db,
-                holder=self.holder,
-                ttl=self.settings.SCHEDULER_LEASE,
-                wall=self.wall,
-            )
-        return self._leadership
+    # Its session and lease (db, leadership): maintenance/leader.py LeaseHolder.
 
     @property
     def leading(self) -> bool:

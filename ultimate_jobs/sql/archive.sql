@@ -25,6 +25,21 @@ SELECT gone.queue, gone.state, (gone.finished_at AT TIME ZONE 'UTC')::date, -cou
  GROUP BY 1, 2, 3
 RETURNING ultimate_jobs_archive_count.id
 
+-- fragment: archive_drop_doomed
+-- The CTEs `gone` and `uncounted` of a purge of the archive: delete the rows of a
+-- `doomed` CTE (id, finished_at: the partition key, so each row is found in its day)
+-- and take them off the archive's counts (archive_uncount).
+gone AS (
+    DELETE FROM ultimate_jobs_job_archive AS archive
+     USING doomed
+     WHERE archive.id = doomed.id
+       AND archive.finished_at = doomed.finished_at
+    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
+),
+uncounted AS (
+    {{archive_uncount}}
+)
+
 -- name: archive_clock :one
 -- The pass's clock reading (the database's now(), or the testing clock) and the first
 -- finish time the hot table still holds a finished row for (NULL: none), one probe of
@@ -286,12 +301,7 @@ SELECT seen.name
 -- this is for a rule shorter than the longest, e.g. a job kept 1 day on a day another
 -- job's rows keep). SKIP LOCKED leaves a row a retry is moving back to that retry.
 WITH rule AS (
-    SELECT rule.name, rule.state, rule.keep_seconds
-      FROM unnest(
-               %(names)s::text[],
-               %(states)s::text[],
-               %(keep_seconds)s::double precision[]
-           ) AS rule(name, state, keep_seconds)
+    {{purge_rules}}
 ),
 doomed AS (
     SELECT aged.id, aged.finished_at
@@ -309,16 +319,7 @@ doomed AS (
            ) AS aged
      LIMIT %(batch)s::integer
 ),
-gone AS (
-    DELETE FROM ultimate_jobs_job_archive AS archive
-     USING doomed
-     WHERE archive.id = doomed.id
-       AND archive.finished_at = doomed.finished_at
-    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
-),
-uncounted AS (
-    {{archive_uncount}}
-)
+{{archive_drop_doomed}}
 SELECT count(*) AS deleted
   FROM gone;
 
@@ -362,16 +363,7 @@ doomed AS (
      LIMIT %(batch)s::integer
        FOR UPDATE OF archive SKIP LOCKED
 ),
-gone AS (
-    DELETE FROM ultimate_jobs_job_archive AS archive
-     USING doomed
-     WHERE archive.id = doomed.id
-       AND archive.finished_at = doomed.finished_at
-    RETURNING archive.id, archive.queue, archive.state, archive.finished_at
-),
-uncounted AS (
-    {{archive_uncount}}
-)
+{{archive_drop_doomed}}
 SELECT count(*) AS deleted
   FROM gone;
 

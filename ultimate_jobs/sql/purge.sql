@@ -13,6 +13,17 @@
 -- The clock reading of one purge pass: the database's now(), or the testing clock.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 
+-- fragment: purge_rules
+-- The days rules of a pass as rows (name, state, keep_seconds): they come as three
+-- arrays, one entry per (job name, final state, seconds kept), so one statement
+-- applies every days rule of every job (job_purge_aged, archive_purge_aged).
+SELECT rule.name, rule.state, rule.keep_seconds
+  FROM unnest(
+           %(names)s::text[],
+           %(states)s::text[],
+           %(keep_seconds)s::double precision[]
+       ) AS rule(name, state, keep_seconds)
+
 -- name: job_purge_names :many
 -- Every job name that has rows, in name order: a loose index scan (one probe of the
 -- (name, state, finished_at) index per distinct name), so it costs the number of names
@@ -53,12 +64,7 @@ SELECT seen.name
 --  * deleting a job deletes its steps (the step table's ON DELETE CASCADE) and the
 --    concurrency lease rows that still name it (S8, L1).
 WITH rule AS (
-    SELECT rule.name, rule.state, rule.keep_seconds
-      FROM unnest(
-               %(names)s::text[],
-               %(states)s::text[],
-               %(keep_seconds)s::double precision[]
-           ) AS rule(name, state, keep_seconds)
+    {{purge_rules}}
 ),
 doomed AS (
     SELECT aged.id
@@ -101,12 +107,7 @@ SELECT (SELECT count(*) FROM gone) AS deleted,
 -- What job_purge_aged still matches, counted up to `bound` per rule (the log line of
 -- a pass that stopped at its cap).
 WITH rule AS (
-    SELECT rule.name, rule.state, rule.keep_seconds
-      FROM unnest(
-               %(names)s::text[],
-               %(states)s::text[],
-               %(keep_seconds)s::double precision[]
-           ) AS rule(name, state, keep_seconds)
+    {{purge_rules}}
 )
 SELECT count(*) AS left
   FROM rule

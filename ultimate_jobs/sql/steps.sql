@@ -10,6 +10,17 @@
 -- Step stamps use statement_timestamp(): inside an atomic_step's transaction now()
 -- would be the transaction's start. %(now)s replaces the clock in tests.
 
+-- fragment: claim_held
+-- The job's row while the caller's claim holds it (W3), locked FOR KEY SHARE until the
+-- write commits; no row: the claim is lost. The step writes here and run.spawn's and
+-- run.wait_for_jobs' (workflows.sql) are fenced on it.
+SELECT job.id
+  FROM ultimate_jobs_job AS job
+ WHERE job.id = %(job_id)s::uuid
+   AND job.state = 'running'
+   AND job.lease_owner = %(lease_owner)s::uuid
+   FOR KEY SHARE
+
 -- name: step_list :many
 -- The current (not archived) steps of one job, read once per attempt for the replay:
 -- a completed step answers its stored output without running again (S1).
@@ -29,12 +40,7 @@ SELECT step.name,
 -- the claim until the body's writes and this checkpoint commit together. A step already
 -- recorded under the name keeps its first output, which is answered.
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{claim_held}}
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, output, attempt, started_at, finished_at
@@ -57,12 +63,7 @@ RETURNING ultimate_jobs_step.output::text AS output;
 -- Start a sleep (S3): record its wake time, the clock plus `seconds`, so a replay
 -- sleeps until the same moment. A sleep already recorded keeps its wake time.
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{claim_held}}
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at
@@ -85,12 +86,7 @@ RETURNING ultimate_jobs_step.wake_at;
 -- due yet (the run suspends again until its wake time) or the claim is lost (and the
 -- suspension that follows is fenced out too).
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{claim_held}}
 )
 UPDATE ultimate_jobs_step AS step
    SET status = 'done',
@@ -107,12 +103,7 @@ RETURNING step.id;
 -- Start a wait_for_event (S4): the event name, the match and the deadline (the clock
 -- plus `timeout`; NULL for none) are recorded once, so a replay keeps the deadline.
 WITH owner AS (
-    SELECT job.id
-      FROM ultimate_jobs_job AS job
-     WHERE job.id = %(job_id)s::uuid
-       AND job.state = 'running'
-       AND job.lease_owner = %(lease_owner)s::uuid
-       FOR KEY SHARE
+    {{claim_held}}
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at, event, match

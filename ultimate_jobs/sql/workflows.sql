@@ -1,22 +1,12 @@
 -- Statements of fan-out and fan-in (S10, S11): run.spawn and run.wait_for_jobs.
 --
--- Writes are fenced on the parent's claim like every step write (W3, see steps.sql):
--- they match the parent only while it is 'running' under the caller's lease_owner,
--- holding the row FOR KEY SHARE until they commit; no row answered means the claim is
--- lost and nothing was written. The wake of a waiting parent is the deferred trigger
--- ultimate_jobs_child_settled (migration 0009): it and fanin_lock take the same
--- transaction-level advisory lock, so a parent checking its children and the settle of
--- its last child never both miss each other.
-
--- fragment: parent_claim
--- The parent's row while the caller's claim holds it (W3), locked FOR KEY SHARE until
--- the write commits; no row: the claim is lost.
-SELECT job.id
-  FROM ultimate_jobs_job AS job
- WHERE job.id = %(job_id)s::uuid
-   AND job.state = 'running'
-   AND job.lease_owner = %(lease_owner)s::uuid
-   FOR KEY SHARE
+-- Writes are fenced on the parent's claim like every step write (W3, the claim_held
+-- fragment of steps.sql): they match the parent only while it is 'running' under the
+-- caller's lease_owner, holding the row FOR KEY SHARE until they commit; no row
+-- answered means the claim is lost and nothing was written. The wake of a waiting
+-- parent is the deferred trigger ultimate_jobs_child_settled (migration 0009): it and
+-- fanin_lock take the same transaction-level advisory lock, so a parent checking its
+-- children and the settle of its last child never both miss each other.
 
 -- name: spawn_record :many
 -- Record run.spawn's steps (S10), one per child (`names`, `child_ids`, `adopt`,
@@ -28,7 +18,7 @@ SELECT job.id
 -- step already recorded under a name keeps its first output, which is answered.
 -- Answers each name with its output (in no particular order).
 WITH owner AS (
-    {{parent_claim}}
+    {{claim_held}}
 ),
 spawned AS (
     SELECT spawned.name, spawned.child_id, spawned.adopt, spawned.output, spawned.ord
@@ -81,7 +71,7 @@ SELECT set_config('synchronous_commit', 'off', true) AS setting;
 -- the deadline (the clock plus `timeout`; NULL for none) are recorded once, so a replay
 -- keeps both. Answers the step as stored.
 WITH owner AS (
-    {{parent_claim}}
+    {{claim_held}}
 )
 INSERT INTO ultimate_jobs_step (
     job_id, name, kind, status, attempt, started_at, wake_at, match
@@ -152,7 +142,7 @@ SELECT wanted.ord,
 -- End a waiting run.wait_for_jobs (S11): 'done' with the children's outcomes as
 -- output, or 'timed_out' past its deadline. Recorded once: a replay answers it.
 WITH owner AS (
-    {{parent_claim}}
+    {{claim_held}}
 )
 UPDATE ultimate_jobs_step AS step
    SET status = %(status)s::text,
