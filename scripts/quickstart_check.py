@@ -40,7 +40,9 @@ def main() -> None:
     import ultimate_jobs
 
     installed = Path(ultimate_jobs.__file__).resolve()
-    if REPO in installed.parents:
+    # The release venv may live in the checkout (.venv-release/): what must not be
+    # imported is the source package itself, REPO/ultimate_jobs.
+    if (REPO / "ultimate_jobs") in installed.parents:
         sys.exit(f"ultimate_jobs comes from the source tree ({installed}), not a wheel")
     print(f"==> ultimate_jobs from {installed.parent}")
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
