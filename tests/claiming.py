@@ -27,6 +27,8 @@ def stage_params(
         "limit": 500,
         "dropped": list(dropped),
         "names": [],
+        "registry": None,  # no worker's registry row rides along (issue 26)
+        "registry_lease": 30.0,
         "now": now,
     }
 

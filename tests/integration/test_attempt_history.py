@@ -138,6 +138,8 @@ def test_a_lapsed_attempt_is_recorded_by_the_staging_pass_of_a_plain_claim(jobs)
         dropped=[],
         now=later,
         names=[touch.name],
+        registry=None,
+        registry_lease=5.0,
     )
     assert staged["staged"] == 1
     [second] = plain(later, "w-2")

@@ -75,6 +75,8 @@ def test_the_plain_claim_and_the_staging_pass_use_partial_indexes():
                 "limit": 500,
                 "dropped": [],
                 "names": [noop.name],
+                "registry": None,
+                "registry_lease": 30.0,
                 "now": None,
             },
         )

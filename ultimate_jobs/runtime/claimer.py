@@ -95,6 +95,11 @@ class Claimer:
         self._packed_plain_names = arrays.texts(self.plain_names)
         self._packed_names = arrays.texts(names)
         self.dropped = [h.name for h in jobs if not h.definition.dead_letter]
+        # An idle worker's registry row rides its staging pass (W8, issue 26): ``carry``
+        # answers the worker id when the row is due a refresh, ``carried`` hears back
+        # (runtime/heartbeat.py). The testing runner carries none.
+        self.carry: Callable[[], str | None] = lambda: None
+        self.carried: Callable[[float, Staged], None] = lambda *_: None
         self._staged_at = float("-inf")
         self._stage_now = False
         self._claim_now = False
@@ -178,18 +183,25 @@ class Claimer:
 
     def _stage(self) -> tuple[int, bool]:
         """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
-        lapsed final attempts buried and announced (W5)."""
+        lapsed final attempts buried and announced (W5); an idle worker's registry row
+        refreshed when it is due (W8)."""
+        registry = self.carry()
+        sent_at = time.monotonic()
         rows: list[Staged] = hot_door(self.db)(
             JOB_STAGE,
             queues=self._packed_queues,
             limit=STAGE_BATCH,
             dropped=self.dropped,
             names=self._packed_names,
+            registry=registry,
+            registry_lease=self.lease,
             now=self._now(),
         )
         self._bury_unreadable()
         if not rows:
             return 0, False
+        if registry is not None:
+            self.carried(sent_at, rows[0])
         for row in rows:
             if row["id"] is not None:
                 self.ended += 1
@@ -246,5 +258,9 @@ class Claimer:
 
 def _buried(row: Staged) -> ClaimedJob:
     """A row job_stage buried, in the shape announcements take."""
-    fields = {k: v for k, v in row.items() if k not in ("staged", "ready")}
+    fields = {
+        k: v
+        for k, v in row.items()
+        if k not in ("staged", "ready", "registered", "drain")
+    }
     return cast(ClaimedJob, {"refused": False, **fields, "lease_key": None})

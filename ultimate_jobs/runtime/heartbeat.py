@@ -9,9 +9,12 @@ lost its slot (``jobs.slot.lost``). It then writes the worker's registry row
 (``worker_beat``), whose answer carries an operator's drain request. An idle worker
 (nothing held, nothing changed since its last row) rewrites that row only when the
 next beat would find it older than two thirds of the lease, every other beat by
-default: the row still never comes within a third of the lease of its expiry (W8),
-an idle worker sends 3 statements a minute for it instead of 6 (N2, issue 26), and a
-drain request reaches it within two beats.
+default: the row still never comes within a third of the lease of its expiry (W8).
+A worker's claim loop carries that idle rewrite in its poll's staging pass instead
+(``carry``/``carried``): the poll refreshes the row before the beat would, so an idle
+worker sends no statement of its own for it (N2, issue 26); the beat stays the
+backstop, writing the row itself whenever a poll did not come in time. A drain
+request reaches an idle worker with the refresh that carries it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.held import Held, Ledger
 from ultimate_jobs.runtime.lifecycle import FINISH, Lifecycle
 from ultimate_jobs.sql import QUERIES, arrays
-from ultimate_jobs.sql.rows import JOB_HEARTBEAT, Heartbeat
+from ultimate_jobs.sql.rows import JOB_HEARTBEAT, Heartbeat, Staged
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class Beat:
         # The last registry row written: when (monotonic clock) and what it listed.
         self._registered_at: float | None = None
         self._registered: tuple[tuple[object, ...], tuple[object, ...]] = ((), ())
+        self._lock = threading.Lock()  # the claim loop carries the idle row too
 
     def loop(self, db: DirectDatabase) -> None:
         try:
@@ -167,17 +171,64 @@ class Beat:
                 },
             )
 
+    def _idle_age(self) -> float:
+        """How old the idle row may be when a beat finds it before the beat rewrites
+        it: then the next beat would find it older than two thirds of the lease (a
+        quarter beat of tolerance for a late wake-up)."""
+        return self.lease * 2 / 3 - self.every * 3 / 4
+
     def _registration_due(
         self, listed: tuple[tuple[object, ...], tuple[object, ...]]
     ) -> bool:
         """Whether this beat writes the registry row: always while something is held
-        or the row's lists changed; when idle, once the next beat would find the row
-        older than two thirds of the lease (a quarter beat of tolerance for a late
-        wake-up)."""
-        if self._registered_at is None or listed != self._registered or any(listed):
-            return True
-        age = time.monotonic() - self._registered_at
-        return age + self.every > self.lease * 2 / 3 + self.every / 4
+        or the row's lists changed; when idle, once it is ``_idle_age`` old."""
+        with self._lock:
+            if self._registered_at is None or listed != self._registered:
+                return True
+            age = time.monotonic() - self._registered_at
+        return any(listed) or age > self._idle_age()
+
+    def carry(self, horizon: float) -> str | None:
+        """This worker's id when the claim loop's staging pass now should refresh the
+        idle registry row (job_stage), else None: the row was written, lists nothing
+        and nothing is held, and before the next poll (at most ``horizon`` seconds
+        away) it would reach the age at which the beat rewrites it itself. So while
+        polls come every ``horizon`` the beat never finds it due (W8, issue 26)."""
+        with self._lock:
+            if self._registered_at is None or any(self._registered):
+                return None
+            age = time.monotonic() - self._registered_at
+        if age + horizon <= self._idle_age() or any(self._listed()):
+            return None
+        return self.worker_id
+
+    def carried(self, written_at: float, answer: Staged) -> None:
+        """What the staging pass that carried the row answered (``written_at``: the
+        monotonic time before it was sent). A row it did not find (it expired and was
+        deleted) is written whole by a beat at once."""
+        registered, drain = answer["registered"], answer["drain"]
+        with self._lock:
+            if registered:
+                if self._registered_at is None or written_at > self._registered_at:
+                    self._registered_at = written_at
+            else:
+                self._registered_at = None
+        if not registered:
+            self.now.set()
+        if drain:
+            self._drain_requested()
+
+    def _listed(self) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        """What the registry row lists now: in-flight and overrun job ids (≤100)."""
+        return (tuple(self.ledger.ids()[:100]), tuple(self.ledger.overrun_ids()[:100]))
+
+    def _drain_requested(self) -> None:
+        if not self.lifecycle.stopping.is_set():
+            # An operator's drain request (issue 15): finish what runs, claim nothing.
+            logger.warning(
+                "jobs.worker.drain-requested", extra={"worker_id": self.worker_id}
+            )
+            self.lifecycle.stop(FINISH)
 
     def _register(self, db: DirectDatabase) -> None:
         """The registry row (W8); its answer carries an operator's drain request."""
@@ -209,13 +260,10 @@ class Beat:
                 extra={"worker_id": self.worker_id, "error": str(exc)},
             )
             return
-        self._registered_at, self._registered = written_at, listed
-        if rows and rows[0]["drain"] and not self.lifecycle.stopping.is_set():
-            # An operator's drain request (issue 15): finish what runs, claim nothing.
-            logger.warning(
-                "jobs.worker.drain-requested", extra={"worker_id": self.worker_id}
-            )
-            self.lifecycle.stop(FINISH)
+        with self._lock:
+            self._registered_at, self._registered = written_at, listed
+        if rows and rows[0]["drain"]:
+            self._drain_requested()
 
     def remove_registration(self, db: DirectDatabase) -> None:
         try:

@@ -18,7 +18,9 @@ connection (``DirectDatabase``):
 * ``concurrency`` handler threads run the bodies and write their outcomes, through a
   pool of ``POOL_SIZE`` connections they share (at most ``concurrency``).
 * the heartbeat thread renews every held lease in one statement every third of the
-  lease (W4) and keeps the worker's registry row fresh (W8).
+  lease (W4) and keeps the worker's registry row fresh (W8); while the worker is idle
+  its poll's staging pass refreshes that row before the beat would, so an idle poll
+  stays one statement and the beat sends none (N2, issue 26).
 * a wake timer (timers.py) for retries and sleeps this worker parked that come due
   within a minute: they are claimed on time, not at the next poll (S3).
 * a deadline (S6) fails its attempt at once, through the pool (not the handler thread,
@@ -148,6 +150,10 @@ class Worker:
             lifecycle=self.lifecycle,
             names=jobs.names(),
         )
+        # The idle registry row rides the poll's staging pass (W8, N2, issue 26): the
+        # next poll is at most the idle ceiling away.
+        self.claimer.carry = lambda: self.heartbeat.carry(self.idle_ceiling())
+        self.claimer.carried = self.heartbeat.carried
         self.pool = Pool(
             self.ledger,
             alias=self.alias,

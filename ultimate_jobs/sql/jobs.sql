@@ -471,9 +471,16 @@ SELECT false AS refused, claimed.id, claimed.run_id, claimed.name,
 -- only when there is work); the buried rows, if any, ride along with it (id NULL when
 -- there are none). The one owner of every time-driven move, for every worker and the
 -- testing runner: both claims take 'ready' rows only.
+-- An idle worker's poll also carries its registry row (W8, N2, issue 26): `registry`
+-- is the worker's id when its idle row is due a refresh (NULL otherwise, and always
+-- for the testing runner), and the pass then pushes that row's expiry
+-- `registry_lease` seconds ahead and deletes expired rows on the way, as worker_beat
+-- does; the row's lists are not touched (the worker carries it only while they are
+-- empty and unchanged). `registered` says the row was found and refreshed, `drain`
+-- whether an operator asked this worker to drain (both false when not carried).
 -- Map (phase: CTEs, rules): pick: due (S3), lapsed (W5) -> move: woken (W3, W5),
---   buried (bury_lapsed, W5) -> record: lapsed_kept (P6), counted (P5)
---   -> answer: summary (W2, N1).
+--   buried (bury_lapsed, W5) -> record: lapsed_kept (P6), counted (P5),
+--   expired, registered (W8) -> answer: summary (W2, N1).
 WITH due AS MATERIALIZED (
     SELECT job.id
       FROM ultimate_jobs_job AS job
@@ -539,8 +546,26 @@ counted AS (
            dead = counter.dead + excluded.dead
     RETURNING counter.name
 ),
+expired AS (
+    DELETE FROM ultimate_jobs_worker AS worker
+     USING {{clock}}
+     WHERE %(registry)s::text IS NOT NULL
+       AND worker.expires_at < clock.now
+       AND worker.id <> %(registry)s::text
+),
+registered AS (
+    UPDATE ultimate_jobs_worker AS worker
+       SET heartbeat_at = clock.now,
+           expires_at = clock.now
+               + make_interval(secs => %(registry_lease)s::double precision)
+      FROM {{clock}}
+     WHERE worker.id = %(registry)s::text
+    RETURNING worker.drain_requested_at IS NOT NULL AS drain
+),
 summary AS (
     SELECT (SELECT count(*) FROM woken)::integer AS staged,
+           EXISTS (SELECT 1 FROM registered) AS registered,
+           coalesce((SELECT bool_or(registered.drain) FROM registered), false) AS drain,
            EXISTS (
                -- The claim's own walk of the ready index, one row deep per queue.
                SELECT 1
@@ -558,10 +583,11 @@ summary AS (
                       ) AS waiting
            ) AS ready
 )
-SELECT summary.staged, summary.ready, buried.id, buried.run_id, buried.name,
-       buried.queue, buried.priority, buried.state, buried.input, buried.tenant_id,
-       buried.idempotency_key, buried.attempt, buried.max_attempts, buried.lease_owner,
-       buried.correlation_id, buried.enqueued_by, buried.created_at, buried.started_at
+SELECT summary.staged, summary.ready, summary.registered, summary.drain,
+       buried.id, buried.run_id, buried.name, buried.queue, buried.priority,
+       buried.state, buried.input, buried.tenant_id, buried.idempotency_key,
+       buried.attempt, buried.max_attempts, buried.lease_owner, buried.correlation_id,
+       buried.enqueued_by, buried.created_at, buried.started_at
   FROM summary
   LEFT JOIN buried ON true;
 

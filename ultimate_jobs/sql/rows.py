@@ -63,6 +63,8 @@ class Staged(TypedDict):
 
     staged: int  # rows made ready: due delayed/suspended, lapsed leases
     ready: bool  # a due ready row of a declared name waits in a served queue
+    registered: bool  # the worker's registry row was carried and refreshed (W8)
+    drain: bool  # an operator asked the carrying worker to drain (issue 15)
     id: uuid.UUID | None
     run_id: uuid.UUID | None
     name: str | None
