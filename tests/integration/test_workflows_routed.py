@@ -73,29 +73,37 @@ def spawned_far(jobs, key, count=2):
     return parent, children
 
 
-def test_children_on_another_alias_are_listed_with_their_parent(jobs, client):
-    parent, children = spawned_far(jobs, "listed")
+def test_children_on_another_alias_carry_their_parent_and_show_lists_them(jobs):
+    parent, children = spawned_far(jobs, "shown")
     ids = [str(c.id) for c in children]
     assert {c.parent_id for c in children} == {parent.id}
     assert OutboxMessage.objects.filter(parent_id=parent.id).count() == 2
-    # api.get / jobs show --json
-    shown = api.get(parent.id)
+    shown = api.get(parent.id)  # what jobs show --json prints
     assert shown["children"] == ids
     assert shown["children_by_state"] == {"ready": 2}
     out = StringIO()
     call_command("jobs", "show", str(parent.id), "--json", stdout=out)
     assert json.loads(out.getvalue())["children"] == ids
-    # api.list_jobs(parent=) and jobs list --parent, keyset pages across the aliases
+
+
+def test_children_on_another_alias_are_in_the_parent_filtered_list(jobs):
+    parent, children = spawned_far(jobs, "list")
+    ids = [str(c.id) for c in children]
+    # api.list_jobs(parent=): keyset pages across the aliases, newest first
     first = api.list_jobs(parent=parent.id, limit=1)
-    assert [j["id"] for j in first["jobs"]] == [ids[1]]  # newest first
+    assert [j["id"] for j in first["jobs"]] == [ids[1]]
     second = api.list_jobs(parent=parent.id, limit=1, after=first["next"])
     assert [j["id"] for j in second["jobs"]] == [ids[0]]
     assert second["next"] is None
+    assert second["previous"] == ids[0]
     assert api.list_jobs(parent=parent.id, state="done")["jobs"] == []
     out = StringIO()
     call_command("jobs", "list", "--parent", str(parent.id), "--json", stdout=out)
     assert sorted(j["id"] for j in json.loads(out.getvalue())["jobs"]) == ids
-    # the admin's job page of the parent: counts and the children, linked
+
+
+def test_children_on_another_alias_are_on_the_parents_job_page(jobs, client):
+    parent, children = spawned_far(jobs, "page")
     html = admin_page(
         client, reverse("admin:ultimate_jobs_job_change", args=[parent.id])
     )
