@@ -172,3 +172,25 @@ def test_a_wake_that_finds_the_parent_running_flags_its_wait(jobs):
     [wait] = JobStep.objects.filter(job_id=parent.id, kind="jobs")
     assert wait.woken
     assert Job.objects.get(pk=parent.id).run_at > timezone.now()  # not touched
+
+
+def test_a_wake_that_fails_leaves_the_settle_and_the_poll(jobs, monkeypatch, caplog):
+    """Best-effort: the parent's database refusing the wake fails nothing; the child
+    is settled, the failure logged, and the parent keeps its poll (the guarantee)."""
+    from ultimate_jobs.ground.exceptions import QueryError
+    from ultimate_jobs.runtime import parents
+
+    class Unreachable(DirectDatabase):
+        def run(self, query, /, **params):
+            raise QueryError(query.name, RuntimeError("connection refused"))
+
+    parent, children = spawned_far(jobs, "refused", count=1)
+    monkeypatch.setattr(parents, "DirectDatabase", Unreachable)
+    db = DirectDatabase("jobs_b")
+    try:
+        settle_on_b(children[0], Settler(db, alias="jobs_b"))
+    finally:
+        db.close()
+    assert Job.objects.using("jobs_b").get(pk=children[0].id).state == "done"
+    assert Job.objects.get(pk=parent.id).run_at > timezone.now()
+    assert "jobs.fanin.wake-failed" in [r.getMessage() for r in caplog.records]

@@ -157,10 +157,6 @@ class Acks:
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
         self.batches += 1
-        if self.alias is not None:
-            parents = away_parents(rows)
-            if parents:
-                wake_away_parents(self.db, self.alias, parents)
         landed = {row["id"] for row in rows}
         for pending in batch:
             if pending.then is not None:
@@ -171,3 +167,8 @@ class Acks:
                         "jobs.acks.callback-failed",
                         extra={"job_id": str(pending.job["id"])},
                     )
+        if self.alias is not None:
+            # S11, Q1: the batch committed; wake parents on another alias (best-effort).
+            parents = away_parents(rows)
+            if parents:
+                wake_away_parents(self.db, self.alias, parents)
