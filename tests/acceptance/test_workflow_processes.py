@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import deadline, wait_for
 from tests.testapp.models import Record
-from tests.testapp.workflow_jobs import fan_in, fan_in_polling, square
+from tests.testapp.workflow_jobs import fan_in, fan_in_far, square
 from ultimate_jobs.models import Job, JobStep
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -108,14 +108,20 @@ ROUTED = {"default": {}, "routed": {"database": "jobs_b"}}
 @pytest.mark.django_db(transaction=True, databases=["default", "jobs_b"])
 def test_children_on_another_alias(start_worker, settings):
     """Q1: the children are staged in the parent's outbox and published on jobs_b by
-    the relay; the parent reads their outcomes there (at its poll: the wake trigger is
-    per database)."""
+    the relay with their parent_id; the worker that settles the last of them wakes the
+    parent on default, whose event_poll is 10 minutes: done within a lease and a few
+    round trips means woken."""
     settings.ULTIMATE_JOBS = {"QUEUES": ROUTED}
-    parent = fan_in_polling.enqueue(key="routed", count=3, queue="routed")
+    parent = fan_in_far.enqueue(key="routed", count=3, queue="routed")
     start_worker("--concurrency", "2", LEASE="5s", QUEUES=json.dumps(ROUTED))
-    wait_for(lambda: state_of(parent.id) == "done", timeout=deadline(lease=5, work=70))
+    wait_for(lambda: state_of(parent.id) == "done", timeout=deadline(lease=5, work=10))
     children = Job.objects.using("jobs_b").filter(name=square.name)
     assert children.count() == 3
+    assert set(children.values_list("parent_id", flat=True)) == {parent.id}
+    [wait] = JobStep.objects.filter(job_id=parent.id, kind="jobs")
+    last_child = max(c.finished_at for c in children if c.finished_at)
+    assert wait.finished_at is not None
+    assert (wait.finished_at - last_child).total_seconds() < BEFORE_THE_POLL
     assert Job.objects.filter(name=square.name).count() == 0
     result = Job.objects.get(pk=parent.id).result
     assert result is not None

@@ -75,7 +75,7 @@ def test_the_hot_door_answers_what_run_answers_prepared_or_not(prepared: bool) -
     assert hot["started_at"] == row.started_at and hot["refused"] is False
     assert isinstance(hot["input"], str) and json.loads(hot["input"]) == row.input
     # The completion is fenced per row (W3): the second id came with another token.
-    assert landed == [{"id": hot["id"]}]
+    assert landed == [{"id": hot["id"], "away_parent_id": None}]
     states = dict(Job.objects.filter(id__in=ids).values_list("id", "state"))
     assert states == {ids[0]: "running", ids[1]: "done", ids[2]: "running"}
 

@@ -91,8 +91,11 @@ def declare_fan(name: str, event_poll: float) -> Any:
 
 # A wait re-checks at its event_poll: 60 s here, so what comes sooner is the wake.
 fan_in = declare_fan("fan_in", event_poll=60.0)
-# Children on another alias are seen at the poll (the wake trigger is per database).
+# Re-checks at every second: a test that only needs the outcomes, however they come.
 fan_in_polling = declare_fan("fan_in_polling", event_poll=1.0)
+# Re-checks every 10 minutes: a parent done sooner was woken (children on another
+# alias: by the settling worker, runtime/parents.py).
+fan_in_far = declare_fan("fan_in_far", event_poll=600.0)
 
 
 # -- tenants and limits: a child is an ordinary job -----------------------------------

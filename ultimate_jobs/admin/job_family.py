@@ -1,6 +1,6 @@
 """The job page's parent and children (S11): the job's parent with its state, and its
 children as counts by state, then the first CHILDREN_SHOWN of them (oldest first), each
-linked to its page; the list of all of them is the job list filtered by parent, whose
+linked to its page, read on the job's alias and every other alias with jobs tables (Q1); the list of all of them is the job list filtered by parent, whose
 pages are keyset pages, so a parent of 10,000 children stays one screen. Rendered by the
 template partial ``admin/ultimate_jobs/job/family.html``."""
 
@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ultimate_jobs.admin.job_list import ParentFilter, StateFilter
+from ultimate_jobs.api.reads import family_aliases
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.models import Job, JobArchive
 
@@ -22,7 +23,14 @@ CHILDREN_SHOWN = 20
 
 
 def _tables(alias: str) -> list[QuerySet[Any]]:
-    return [Job.objects.using(alias), JobArchive.objects.using(alias)]
+    """The hot and finished jobs tables of ``alias`` and then of every other alias
+    with jobs tables (Q1: a child run.spawn routed to another alias lives there, with
+    its parent_id; a parent may live on another alias than its child)."""
+    return [
+        table
+        for each in family_aliases(alias)
+        for table in (Job.objects.using(each), JobArchive.objects.using(each))
+    ]
 
 
 def family(job: Job) -> SafeString:

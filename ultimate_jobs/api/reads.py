@@ -197,14 +197,23 @@ def job_json(
 CHILDREN_SHOWN = 1000
 
 
+def family_aliases(alias: str) -> list[str]:
+    """Where a job's children may live (S10, Q1): its own alias, then every other alias
+    with jobs tables (a child whose queue is routed there is published there by the
+    relay, with its parent_id)."""
+    return [alias, *(other for other in get_settings().aliases if other != alias)]
+
+
 def family_json(job: Job) -> dict[str, Any]:
     """S11: the job's parent and children: ``parent_id``, ``children`` (ids, oldest
     first, at most CHILDREN_SHOWN) and ``children_by_state`` (counts), on the job's
-    alias, in the hot table and the finished jobs table (Q2)."""
+    alias and every other alias with jobs tables (Q1), in the hot table and the
+    finished jobs table (Q2)."""
     alias = job._state.db or get_settings().DATABASE
     tables: list[QuerySet[Any]] = [
-        Job.objects.using(alias).filter(parent_id=job.id),
-        JobArchive.objects.using(alias).filter(parent_id=job.id),
+        table.filter(parent_id=job.id)
+        for each in family_aliases(alias)
+        for table in (Job.objects.using(each), JobArchive.objects.using(each))
     ]
     counts: dict[str, int] = {}
     ids: list[uuid.UUID] = []
@@ -283,11 +292,15 @@ def list_jobs(
         created_from=created_from,
         created_to=created_to,
     )
-    if parent is not None:  # S11: the children of one job
+    aliases = [get_settings().DATABASE]
+    if parent is not None:  # S11: the children of one job, on every alias (Q1)
         filters &= Q(parent_id=parse_job_id(parent, "parent"))
-    tables: list[QuerySet[Any]] = [_jobs()]
-    if state is None or state not in LIVE_STATES:
-        tables.append(_archive())  # Q2: the archive holds no live job
+        aliases = family_aliases(get_settings().DATABASE)
+    tables: list[QuerySet[Any]] = []
+    for alias in aliases:
+        tables.append(Job.objects.using(alias))
+        if state is None or state not in LIVE_STATES:
+            tables.append(JobArchive.objects.using(alias))  # Q2: no live job there
     if fingerprint is not None:  # P10: the fingerprint index of each table
         filters &= Q(fingerprint=check_fingerprint(fingerprint))
     tables = [rows.filter(filters) for rows in tables]

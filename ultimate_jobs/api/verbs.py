@@ -285,8 +285,9 @@ def _forestall_staged(children: list[uuid.UUID], alias: str) -> list[uuid.UUID]:
 
 
 def _spawned_elsewhere(pk: uuid.UUID, alias: str) -> list[uuid.UUID]:
-    """The children ``pk`` spawned on another alias (Q1): they carry no parent_id
-    there, so they are found by the parent's spawn steps (not those that answered an
+    """The children ``pk`` spawned on another alias (Q1), found by the parent's spawn
+    steps: those the relay has published (with parent_id) and those still staged in
+    this alias's outbox, which must never be published (not those that answered an
     existing job's key: that job is not the parent's to cancel)."""
     outputs = JobStep.objects.using(alias).filter(
         job_id=pk, kind=StepKind.SPAWN, archived=False

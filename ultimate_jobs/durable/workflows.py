@@ -4,17 +4,17 @@
 ONE transaction on the parent's jobs alias (the machinery of ``atomic_step``, fenced on
 the parent's claim), so a replay answers the same child and a crash between the two
 never loses or doubles it. A child whose queue lives on another alias (Q1) is staged in
-that transaction's outbox instead and the relay publishes it exactly once under the id
-the step recorded. The child's own idempotency key, tenant rule and limits apply; a
+that transaction's outbox instead, with the parent's id, and the relay publishes it
+exactly once under the id the step recorded, with ``parent_id`` set there. The child's own idempotency key, tenant rule and limits apply; a
 tenant rule that answers None falls back to the parent's tenant.
 
 ``wait_for_jobs`` records its children and deadline once, then, under the fan-in lock
 (sql/workflows.sql), reads where every child is: all settled answers one ``Outcome``
 per child (stored with the step, so a replay answers the same list even after the
 children are purged); otherwise the run suspends (no slot held, no attempt spent) until
-the settle of its last child wakes it (the trigger of migration 0009), its deadline, or
-its ``event_poll`` re-check (the guarantee behind the wake, and how children on
-another alias are seen).
+the settle of its last child wakes it (the trigger of migration 0010 on one database;
+for children on another alias, the settling worker's best-effort wake, runtime/parents.py),
+its deadline, or its ``event_poll`` re-check (the guarantee behind every wake).
 """
 
 from __future__ import annotations
@@ -147,9 +147,15 @@ def _spawn(
         child = handle.using(
             actor=_Parent(pk=f"job:{parent['id']}", tenant_id=parent["tenant_id"])
         )
-    rows = build_rows(child, inputs)
     settings = get_settings()
+    rows = build_rows(child, inputs)
     targets = [settings.database_for(row.queue) for row in rows]
+    # A child staged for another alias carries its parent: the relay writes it there
+    # with parent_id (a child here is adopted by spawn_record, if not deduped).
+    rows = [
+        row if target == journal.alias else row._replace(parent_id=parent["id"])
+        for row, target in zip(rows, targets, strict=True)
+    ]
     with transaction.atomic(using=journal.alias):
         journal.atomic_db.run(QUERIES["spawn_commit_async"])
         answers = _write_children(journal, handle.name, rows, targets)

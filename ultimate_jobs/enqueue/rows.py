@@ -68,6 +68,10 @@ class Row(NamedTuple):
     # values replaced (None: it holds none), kept with the row.
     redact: str | None = None
     shown_key: str | None = None
+    # S10, Q1: the spawning job of a child staged for another alias (None: none); the
+    # relay publishes the child with it. A child on the parent's own alias is adopted
+    # by spawn_record instead (sql/workflows.sql).
+    parent_id: uuid.UUID | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
@@ -293,6 +297,7 @@ _PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
     arrays.texts,  # concurrency_key
     arrays.jsonbs,  # redact
     arrays.texts,  # shown_key
+    arrays.uuids,  # parent_id
 )
 
 

@@ -37,6 +37,9 @@ class OutboxMessage(models.Model):
     # B5: the job row's redact and shown_key, decided at staging (models/jobs.py).
     redact = models.JSONField(null=True, blank=True)
     shown_key = models.CharField(max_length=512, null=True, blank=True)  # noqa: DJ001 - NULL is the key as it is
+    # S10, Q1: the job whose run.spawn staged this row for another alias; the relay
+    # publishes the child there with this parent_id (NULL: not a spawned child).
+    parent_id = models.UUIDField(null=True, blank=True)
     staged_at = models.DateTimeField(db_default=Now())
     staged_tx = models.BigIntegerField()  # the staging transaction (pg_current_xact_id)
     claimed_at = models.DateTimeField(null=True, blank=True)

@@ -29,8 +29,9 @@ from typing import Any
 
 from ultimate_jobs.db import Database, hot_door
 from ultimate_jobs.ground.exceptions import QueryError
+from ultimate_jobs.runtime.parents import away_parents, wake_away_parents
 from ultimate_jobs.sql import arrays
-from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence, JobId
+from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence, Settled
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,12 @@ class Acks:
         retry_for: float = 30.0,
         now: Callable[[], Any] = lambda: None,
         start: bool = True,
+        alias: str | None = None,
     ) -> None:
         self.db = db
+        # S11, Q1: the alias ``db`` writes to; given, a batch that completed children
+        # of a parent on another alias wakes it there (runtime/parents.py).
+        self.alias = alias
         self._hot = hot_door(db)  # below the cursor on a DirectDatabase (db.py)
         self.window = window
         self.retry_for = retry_for
@@ -127,7 +132,7 @@ class Acks:
         pause = min(0.05, self.window)
         while True:
             try:
-                rows: list[JobId] = self._hot(
+                rows: list[Settled] = self._hot(
                     JOB_COMPLETE,
                     # Binary arrays (sql/arrays.py): psycopg's list dumper was
                     # a tenth of a busy worker's Python time.
@@ -162,3 +167,8 @@ class Acks:
                         "jobs.acks.callback-failed",
                         extra={"job_id": str(pending.job["id"])},
                     )
+        if self.alias is not None:
+            # S11, Q1: the batch committed; wake parents on another alias (best-effort).
+            parents = away_parents(rows)
+            if parents:
+                wake_away_parents(self.db, self.alias, parents)

@@ -115,14 +115,14 @@ class Pool:
         pool = self.connections
         stop = self.lifecycle.abandoning
         executor = Executor(
-            Settler(pool, retry_for=self.lease, stop=stop),
+            Settler(pool, retry_for=self.lease, stop=stop, alias=self.alias),
             alias=self.alias,
             jobs=self.jobs,
             manage_connections=True,
             acks=acks,
             # The executor closes a deadline settler's database when done with it.
             deadline_settler=lambda: Settler(
-                pool.shared(), retry_for=self.lease, stop=stop
+                pool.shared(), retry_for=self.lease, stop=stop, alias=self.alias
             ),
         )
         while True:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.durable.reschedule import Reschedule
 from ultimate_jobs.ground.exceptions import JobsError, QueryError, RunSuspended
+from ultimate_jobs.runtime.parents import away_parents, wake_away_parents
 from ultimate_jobs.sql import QUERIES, Query
 from ultimate_jobs.sql.rows import (
     JOB_BURY,
@@ -62,6 +63,10 @@ class Settler:
     ``retry_for`` bounds how long a write is retried when the database is unreachable
     (W7): a settle that cannot land before the lease could lapse is given up, and the
     job is run again by whoever claims it next (at-least-once).
+
+    ``alias`` is the alias ``db`` writes to: given, a completion or burial of a child
+    whose parent lives on another alias wakes that parent there once it committed
+    (S11, Q1, runtime/parents.py; best-effort).
     """
 
     def __init__(
@@ -71,8 +76,10 @@ class Settler:
         now: Callable[[], Any] = lambda: None,
         retry_for: float = 0.0,
         stop: threading.Event | None = None,
+        alias: str | None = None,
     ) -> None:
         self.db = db
+        self.alias = alias
         self.now = now
         self.retry_for = retry_for
         self.stop = stop
@@ -111,7 +118,16 @@ class Settler:
             lease_owners=[job["lease_owner"]],
             progresses=[progress],
         )
+        self.wake_parents(rows)
         return bool(rows)
+
+    def wake_parents(self, rows: list[Any]) -> None:
+        """S11, Q1: wake the parents on another alias of the children just settled
+        (committed: each write is its own transaction), best-effort."""
+        if self.alias is not None:
+            parents = away_parents(rows)
+            if parents:
+                wake_away_parents(self.db, self.alias, parents)
 
     def retry(
         self,
@@ -160,6 +176,7 @@ class Settler:
             uncount=uncount,
             progress=progress,
         )
+        self.wake_parents(rows)
         return bool(rows)
 
     def release(self, job: Fence, *, uncount: bool) -> bool:

@@ -190,7 +190,8 @@ class Worker:
             self.notifications.subscribe(QUEUE_CHANNEL, self._on_notification)
             self.notifications.start()
         acks_db = self._held("acks")  # falls back on the pool (runtime/fallback.py)
-        acks = Acks(acks_db, retry_for=self.settings.LEASE)  # batched completions (N3)
+        # batched completions (N3)
+        acks = Acks(acks_db, retry_for=self.settings.LEASE, alias=self.alias)
         self.pool.open()
         with contextlib.suppress(QueryError):
             acks_db.connect()

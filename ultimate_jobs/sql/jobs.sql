@@ -32,11 +32,12 @@ SELECT i.*,
            %(enqueued_by)s::text[],
            %(concurrency_key)s::text[],
            %(redact)s::jsonb[],
-           %(shown_key)s::text[]
+           %(shown_key)s::text[],
+           %(parent_id)s::uuid[]
        ) WITH ORDINALITY AS i(
            id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
            max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
-           redact, shown_key, ord
+           redact, shown_key, parent_id, ord
        )
 
 -- fragment: clock
@@ -96,6 +97,19 @@ UPDATE ultimate_jobs_job AS job
    AND lapsed.exhausted
 RETURNING {{job_claimed}}, NULL::text AS lease_key
 
+-- fragment: away_parent
+-- In a settle's RETURNING of `job`: its parent's id when the job has a parent that is
+-- not in this alias's hot table (a child run.spawn put on another alias, S10, Q1),
+-- else NULL. The parent's wake on its own alias is then the settling worker's (the
+-- wake trigger runs inside one database). A primary-key probe only for a child.
+CASE
+    WHEN job.parent_id IS NULL THEN NULL
+    WHEN EXISTS (
+             SELECT 1 FROM ultimate_jobs_job AS parent WHERE parent.id = job.parent_id
+         ) THEN NULL
+    ELSE job.parent_id
+END AS away_parent_id
+
 -- fragment: key_free
 -- True when no live job (ready, delayed, running, suspended) of the name and tenant of
 -- the row `job` holds its idempotency key (J3): a finished row may run again under it.
@@ -116,7 +130,7 @@ NOT EXISTS (
 INSERT INTO ultimate_jobs_job (
     id, run_id, name, queue, priority, state, input, tenant_id, idempotency_key,
     attempt, max_attempts, run_at, created_at, correlation_id, enqueued_by,
-    concurrency_key, redact, shown_key
+    concurrency_key, redact, shown_key, parent_id
 )
 SELECT input.id, input.run_id, input.name, input.queue, input.priority,
        CASE WHEN input.due > coalesce(%(now)s::timestamptz, now())
@@ -124,7 +138,7 @@ SELECT input.id, input.run_id, input.name, input.queue, input.priority,
        input.input, input.tenant_id, input.idempotency_key,
        0, input.max_attempts, input.due, coalesce(%(now)s::timestamptz, now()),
        input.correlation_id, input.enqueued_by, input.concurrency_key,
-       input.redact, input.shown_key
+       input.redact, input.shown_key, input.parent_id
   FROM input
  ORDER BY input.ord
     ON CONFLICT DO NOTHING
@@ -635,6 +649,8 @@ SELECT held.id,
 -- The per-job counters move in this same statement (P5), by job name in name order
 -- (so two writers lock counter rows in one order), counting only rows that settled;
 -- a duration is measured on the database's clock, from the claim to the settle.
+-- `away_parent_id` names a settled child's parent when it is not on this alias (S11,
+-- Q1): the worker wakes it there once this commits (runtime/parents.py).
 WITH settled AS (
     UPDATE ultimate_jobs_job AS job
        SET state = 'done',
@@ -652,7 +668,8 @@ WITH settled AS (
        AND job.lease_owner = given.lease_owner
     RETURNING job.id, job.name,
               extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
-                  AS duration
+                  AS duration,
+              {{away_parent}}
 ),
 counted AS (
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, done, duration)
@@ -667,7 +684,7 @@ counted AS (
     RETURNING counter.name
 )
 -- (A data-modifying CTE always runs to completion, read or not.)
-SELECT settled.id FROM settled;
+SELECT settled.id, settled.away_parent_id FROM settled;
 
 -- name: job_retry :many
 -- A failed attempt with attempts left: back to the queue after `delay` seconds (R1, R2),
@@ -718,7 +735,7 @@ SELECT settled.id, settled.run_at FROM settled;
 -- A failed attempt that ends the job: 'dead' (dead-lettered, requeueable, R4) or
 -- 'failed' (dead_letter=False, or refused). Keeps the input, the attempts, the last
 -- error with its traceback and why it stopped. Fenced on the claim (W3); the job's
--- `dead` or `failed` counter moves with it (P5).
+-- `dead` or `failed` counter moves with it (P5). `away_parent_id` as in job_complete.
 WITH settled AS (
     UPDATE ultimate_jobs_job AS job
        SET state = %(state)s::text,
@@ -736,7 +753,8 @@ WITH settled AS (
        AND %(state)s::text IN ('dead', 'failed')
     RETURNING job.id, job.name, job.state,
               extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - job.started_at)
-                  AS duration
+                  AS duration,
+              {{away_parent}}
 ),
 counted AS (
     INSERT INTO ultimate_jobs_counter AS counter (name, tier, bucket, failed, dead, duration)
@@ -750,7 +768,7 @@ counted AS (
            duration = counter.duration + excluded.duration
     RETURNING counter.name
 )
-SELECT settled.id FROM settled;
+SELECT settled.id, settled.away_parent_id FROM settled;
 
 -- name: job_release :many
 -- Hand a claimed job back to the queue, claimable at once, lease released (W6).

@@ -21,12 +21,12 @@ staged AS (
     INSERT INTO ultimate_jobs_outbox (
         id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
         max_attempts, run_at, correlation_id, enqueued_by, concurrency_key,
-        redact, shown_key, staged_at, staged_tx, claims
+        redact, shown_key, parent_id, staged_at, staged_tx, claims
     )
     SELECT input.id, input.run_id, input.name, input.queue, input.priority,
            input.input, input.tenant_id, input.idempotency_key, input.max_attempts,
            input.due, input.correlation_id, input.enqueued_by, input.concurrency_key,
-           input.redact, input.shown_key,
+           input.redact, input.shown_key, input.parent_id,
            coalesce(%(now)s::timestamptz, now()),
            pg_current_xact_id()::text::bigint,
            0
@@ -110,6 +110,7 @@ claimed AS (
               outbox.concurrency_key,
               outbox.redact::text AS redact,
               outbox.shown_key,
+              outbox.parent_id,
               outbox.staged_at,
               outbox.claimed_by,
               outbox.claims
@@ -129,6 +130,7 @@ SELECT claimed.id,
        claimed.concurrency_key,
        claimed.redact,
        claimed.shown_key,
+       claimed.parent_id,
        claimed.staged_at,
        claimed.claimed_by,
        claimed.claims
@@ -185,7 +187,8 @@ RETURNING outbox.id;
 -- idempotency key a live job holds is received but inserts nothing (J2: deduped).
 -- Concurrent deliveries of one id wait on the receipt's key; the second writes
 -- nothing. Answers every id received now, whether it inserted a job; each queue that
--- got a job is announced (N1) once per statement.
+-- got a job is announced (N1) once per statement. A child run.spawn staged here keeps
+-- its parent_id (S10: listed with its parent's children; its settle wakes the parent).
 WITH received AS (
     INSERT INTO ultimate_jobs_outbox_receipt (id, received_at)
     SELECT given.id, coalesce(%(now)s::timestamptz, now())

@@ -106,6 +106,14 @@ class JobId(TypedDict):
     id: uuid.UUID
 
 
+class Settled(TypedDict):
+    """A row ``job_complete`` / ``job_bury`` answers: the id it settled and, for a
+    child whose parent is not on this alias (S11, Q1), the parent to wake there."""
+
+    id: uuid.UUID
+    away_parent_id: uuid.UUID | None
+
+
 class Retried(TypedDict):
     """A row ``job_retry`` answers: the id it moved and when it runs again."""
 
@@ -117,9 +125,9 @@ JOB_CLAIM = typed("job_claim", ClaimedJob)
 JOB_CLAIM_PLAIN = typed("job_claim_plain", ClaimedJob)
 JOB_STAGE = typed("job_stage", Staged)
 JOB_HEARTBEAT = typed("job_heartbeat", Heartbeat)
-JOB_COMPLETE = typed("job_complete", JobId)
+JOB_COMPLETE = typed("job_complete", Settled)
 JOB_RETRY = typed("job_retry", Retried)
-JOB_BURY = typed("job_bury", JobId)
+JOB_BURY = typed("job_bury", Settled)
 JOB_RELEASE = typed("job_release", JobId)
 JOB_RESULT_KEEP = typed("job_result_keep", JobId)
 
@@ -160,6 +168,7 @@ class StagedJob(TypedDict):
     concurrency_key: str | None
     redact: str | None  # JSON text of the declared paths (B5)
     shown_key: str | None
+    parent_id: uuid.UUID | None  # S10, Q1: the spawning job of a staged child
     staged_at: datetime
     claimed_by: str
     claims: int

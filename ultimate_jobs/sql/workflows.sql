@@ -203,3 +203,57 @@ SELECT given.id, statement_timestamp()
   FROM unnest(%(ids)s::uuid[]) AS given(id)
     ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: fanin_away_settled :many
+-- S11, Q1, on the alias where children settled: of `parent_ids` (parents that live on
+-- another alias, named by job_complete / job_bury's away_parent_id), those with no live
+-- child left here. Run after the settle committed, with a fresh snapshot: of two last
+-- children settling at once, whichever asks later sees both settled, so at least one
+-- of them wakes the parent (both may: a spurious wake costs the parent one re-check).
+SELECT DISTINCT given.id
+  FROM unnest(%(parent_ids)s::uuid[]) AS given(id)
+ WHERE NOT EXISTS (
+           SELECT 1
+             FROM ultimate_jobs_job AS child
+            WHERE child.parent_id = given.id
+              AND child.state IN ('ready', 'delayed', 'running', 'suspended')
+       );
+
+-- name: fanin_wake_away :many
+-- S11, Q1, on the PARENT's alias: what the trigger ultimate_jobs_child_settled does on
+-- one database, for parents whose last child on another alias settled (committed
+-- there before this runs). Flags each parent's waiting wait_for_jobs step woken and
+-- makes a suspended parent due now, with a pg_notify to its queue (N1). Nothing for a
+-- parent whose wait is not waiting (ended, or not started: it reads its children
+-- itself). The parent's row is taken whether it is running or suspended, and its
+-- run_at decided on the row's latest version: a suspension that commits while this
+-- runs either comes first (this sees it suspended and makes it due) or finds the step
+-- woken (job_suspend then parks it due now). Best-effort: the parent's event_poll
+-- re-check is the guarantee. Answers the parents it made due.
+WITH flagged AS (
+    UPDATE ultimate_jobs_step AS step
+       SET woken = true
+     WHERE step.job_id = ANY(%(parent_ids)s::uuid[])
+       AND step.kind = 'jobs'
+       AND step.status = 'waiting'
+       AND NOT step.archived
+    RETURNING step.job_id
+),
+due AS (
+    UPDATE ultimate_jobs_job AS parent
+       SET run_at = CASE
+               WHEN parent.state = 'suspended'
+               THEN least(parent.run_at, coalesce(%(now)s::timestamptz, now()))
+               ELSE parent.run_at
+           END
+     WHERE parent.id IN (SELECT flagged.job_id FROM flagged)
+       AND parent.state IN ('running', 'suspended')
+    RETURNING parent.id, parent.queue, parent.state
+),
+announced AS (
+    SELECT pg_notify('ultimate_jobs_wake', woken.queue)
+      FROM (SELECT DISTINCT due.queue FROM due WHERE due.state = 'suspended') AS woken
+)
+SELECT due.id, (SELECT count(*) FROM announced) AS announced
+  FROM due
+ WHERE due.state = 'suspended';
