@@ -111,6 +111,30 @@ def test_children_on_another_alias_are_on_the_parents_job_page(jobs, client):
     assert 'class="uj-children-state">2 ready</a>' in html
     for child in children:
         assert reverse("admin:ultimate_jobs_job_change", args=[child.id]) in html
+    # The count links to the job list of the alias the children live on (the list
+    # shows DATABASE's jobs unless ?database= names another): it lists them.
+    changelist = reverse("admin:ultimate_jobs_job_changelist")
+    link = f"{changelist}?parent={parent.id}&state=ready&database=jobs_b"
+    assert f'href="{link.replace("&", "&amp;")}"' in html
+    listed = admin_page(client, link)
+    for child in children:
+        assert str(child.id) in listed
+
+
+def test_children_on_two_aliases_are_counted_and_linked_per_alias(jobs, client):
+    """Q1: a parent whose children live on default and on jobs_b shows each alias's
+    counts and one "all" link per alias."""
+    parent, far = spawned_far(jobs, "two-aliases")
+    near = square.enqueue(key="near-child", n=3)
+    Job.objects.filter(pk=near.id).update(parent_id=parent.id)
+    html = admin_page(
+        client, reverse("admin:ultimate_jobs_job_change", args=[parent.id])
+    )
+    assert "3 children:" in html
+    assert 'class="uj-children-state">1 ready on default</a>' in html
+    assert 'class="uj-children-state">2 ready on jobs_b</a>' in html
+    assert 'class="uj-all-children">all 1 child on default</a>' in html
+    assert 'class="uj-all-children">all 2 children on jobs_b</a>' in html
 
 
 def settle_on_b(child, settler_or_acks):

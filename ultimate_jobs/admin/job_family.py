@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from ultimate_jobs.admin.job_list import ParentFilter, StateFilter
+from ultimate_jobs.admin.job_list import DatabaseFilter, ParentFilter, StateFilter
 from ultimate_jobs.api.reads import family_aliases
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.models import Job, JobArchive
@@ -45,15 +45,24 @@ def family(job: Job) -> SafeString:
             for row in table.filter(pk=job.parent_id).values("id", "name", "state")
         ]
         parent = found[0] if found else {"id": job.parent_id, "name": "", "state": "?"}
-    counts: dict[str, int] = {}
+    counts: dict[tuple[str, str], int] = {}
     shown: list[dict[str, Any]] = []
-    for table in _tables(alias):
-        children = table.filter(parent_id=job.id)
-        for row in children.values("state").annotate(n=Count("id")).order_by():
-            counts[row["state"]] = counts.get(row["state"], 0) + row["n"]
-        shown += children.order_by("id").values("id", "name", "state")[:CHILDREN_SHOWN]
+    for each in family_aliases(alias):
+        for table in (Job.objects.using(each), JobArchive.objects.using(each)):
+            children = table.filter(parent_id=job.id)
+            for row in children.values("state").annotate(n=Count("id")).order_by():
+                counts[each, row["state"]] = (
+                    counts.get((each, row["state"]), 0) + row["n"]
+                )
+            shown += children.order_by("id").values("id", "name", "state")[
+                :CHILDREN_SHOWN
+            ]
     shown = sorted(shown, key=lambda row: row["id"])[:CHILDREN_SHOWN]
     total = sum(counts.values())
+    holding = sorted({each for each, _ in counts})
+    per_alias = {
+        each: sum(n for (at, _), n in counts.items() if at == each) for each in holding
+    }
     return render_to_string(
         "admin/ultimate_jobs/job/family.html",
         {
@@ -61,21 +70,39 @@ def family(job: Job) -> SafeString:
             "children": shown,
             "total": total,
             "more": total > len(shown),
+            "several": len(holding) > 1,
             "by_state": [
                 (
                     state,
                     n,
-                    f"{url}?"
-                    + urlencode(
+                    each,
+                    _list_url(
+                        url,
+                        each,
                         {
                             ParentFilter.parameter_name: str(job.id),
                             StateFilter.parameter_name: state,
-                        }
+                        },
                     ),
                 )
-                for state, n in sorted(counts.items())
+                for (each, state), n in sorted(counts.items())
             ],
-            "all_url": f"{url}?"
-            + urlencode({ParentFilter.parameter_name: str(job.id)}),
+            "all_urls": [
+                (
+                    each,
+                    per_alias[each],
+                    _list_url(url, each, {ParentFilter.parameter_name: str(job.id)}),
+                )
+                for each in holding
+            ],
         },
     )
+
+
+def _list_url(url: str, alias: str, query: dict[str, str]) -> str:
+    """The job list filtered by ``query`` on ``alias``: the list shows DATABASE's jobs
+    unless ``?database=`` names another alias (Q1), so children on another alias
+    are linked with it."""
+    if alias != get_settings().DATABASE:
+        query = {**query, DatabaseFilter.parameter_name: alias}
+    return f"{url}?" + urlencode(query)
