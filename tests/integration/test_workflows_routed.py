@@ -124,7 +124,7 @@ def test_children_on_another_alias_are_on_the_parents_job_page(jobs, client):
 def test_children_on_two_aliases_are_counted_and_linked_per_alias(jobs, client):
     """Q1: a parent whose children live on default and on jobs_b shows each alias's
     counts and one "all" link per alias."""
-    parent, far = spawned_far(jobs, "two-aliases")
+    parent, _far = spawned_far(jobs, "two-aliases")
     near = square.enqueue(key="near-child", n=3)
     Job.objects.filter(pk=near.id).update(parent_id=parent.id)
     html = admin_page(

@@ -48,7 +48,11 @@ def family(job: Job) -> SafeString:
     counts: dict[tuple[str, str], int] = {}
     shown: list[dict[str, Any]] = []
     for each in family_aliases(alias):
-        for table in (Job.objects.using(each), JobArchive.objects.using(each)):
+        tables: tuple[QuerySet[Any], ...] = (
+            Job.objects.using(each),
+            JobArchive.objects.using(each),
+        )
+        for table in tables:
             children = table.filter(parent_id=job.id)
             for row in children.values("state").annotate(n=Count("id")).order_by():
                 counts[each, row["state"]] = (
