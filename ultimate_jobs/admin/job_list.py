@@ -36,6 +36,7 @@ from django.utils.html import format_html
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.models import FINISHED_STATES, Job, JobState
+from ultimate_jobs.models.jobs import fired_by
 
 CURSORS = ("after", "before")
 _HEX = re.compile(r"^[0-9a-f-]{1,36}$")
@@ -303,7 +304,7 @@ class FiredByFilter(_ValueFilter):
         value = self.value()
         if not value:
             return queryset
-        return queryset.filter(correlation_id__startswith=f"{value}@")
+        return queryset.filter(fired_by(f"{value}@"))
 
 
 def parse_instant(value: str) -> datetime:

@@ -160,7 +160,8 @@ def encode(
     surrogate, 64-bit integers, at most ``max_depth`` deep and ``max_bytes`` long) and
     answer the stored JSON text, with ``version`` when it is above 1 (P11). Errors
     show redacted values as ``[redacted]``."""
-    if not isinstance(kwargs, Mapping):
+    # A dict is a Mapping: said without the ABC's (slower) isinstance check.
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise InvalidJobPayload(
             job, "input", kwargs, "input is a mapping of keyword arguments"
         )
@@ -171,16 +172,19 @@ def encode(
             _shown(redaction, VERSION_KEY, kwargs[VERSION_KEY]),
             "reserved for the input's version (declare @job(version=N) instead)",
         )
+    # One plain dict for the walk and the JSON (neither changes it): a dict as it is,
+    # any other mapping copied once.
+    plain = kwargs if type(kwargs) is dict else dict(kwargs)
     check_json(
         job,
         "",
-        dict(kwargs),
+        plain,
         max_depth=max_depth,
         max_bytes=max_bytes,
         show=lambda field, value: _shown(redaction, field, value),
     )
     validate(job, signature, kwargs, redaction=redaction, json_checked=True)
-    stored = dict(kwargs) if version == 1 else {**kwargs, VERSION_KEY: version}
+    stored = plain if version == 1 else {**plain, VERSION_KEY: version}
     try:
         encoded = _dump(stored)
     except (TypeError, ValueError) as exc:
@@ -291,7 +295,8 @@ def validate(
     Call it on a value ``check_json`` accepted (``json_checked``: the JSON walk is then
     not repeated): the annotation checks recurse.
     """
-    if not isinstance(kwargs, Mapping):
+    # A dict is a Mapping: said without the ABC's (slower) isinstance check.
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise InvalidJobPayload(
             job, "input", kwargs, "input is a mapping of keyword arguments"
         )
@@ -345,6 +350,16 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
     """Answer why ``value`` breaks ``annotation``, or None when it fits (or is unchecked)."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return None
+    # The plain scalar types first: they have no origin, and an enqueue checks one
+    # value of each parameter per row.
+    if annotation is int:
+        return (
+            None
+            if isinstance(value, int) and not isinstance(value, bool)
+            else "expected an integer"
+        )
+    if annotation is str:
+        return None if isinstance(value, str) else "expected a string"
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if annotation is None or annotation is type(None):
@@ -364,17 +379,9 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
         return None if value in args else f"expected one of {list(args)!r}"
     if annotation is bool:
         return None if isinstance(value, bool) else "expected a boolean"
-    if annotation is int:
-        return (
-            None
-            if isinstance(value, int) and not isinstance(value, bool)
-            else "expected an integer"
-        )
     if annotation is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return None if ok else "expected a number"
-    if annotation is str:
-        return None if isinstance(value, str) else "expected a string"
     if annotation in (list, tuple) or origin in (list, tuple, abc.Sequence):
         if not isinstance(value, list | tuple):
             return "expected a list"

@@ -13,6 +13,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Now
 
 from ultimate_jobs.declaration.states import (
+    FINISHED_STATES,
     LIVE_STATES,
     JobState,
     StepKind,
@@ -22,6 +23,17 @@ from ultimate_jobs.ground.ids import uuid7
 from ultimate_jobs.models.readable import ReadableQuerySet
 
 JobManager = models.Manager.from_queryset(ReadableQuerySet)
+
+# The rows that carry a correlation id: the condition of its index, which a reader by
+# prefix must also name (``fired_by``).
+CORRELATED = ~Q(correlation_id="")
+
+
+def fired_by(prefix: str) -> Q:
+    """The jobs whose correlation id starts with ``prefix`` (C7), in a form the
+    correlation index serves: a non-empty ``prefix`` implies a non-empty id, but
+    PostgreSQL proves a partial index's condition only from a clause it sees."""
+    return CORRELATED & Q(correlation_id__startswith=prefix)
 
 
 class JobColumns(models.Model):
@@ -121,9 +133,14 @@ class Job(JobColumns):
                 name="ultimate_jobs_job_leased",
                 condition=Q(state=JobState.RUNNING),
             ),
-            # Operator lists and retention: by state and age, by name.
+            # Retention, the archive's mover and clock, triage and the operator lists
+            # of one finished state, by age. Finished rows only (issue 26): a live
+            # state's rows are found through the ready, waiting and leased indexes, so
+            # an enqueue does not enter this one.
             models.Index(
-                fields=("state", "finished_at"), name="ultimate_jobs_job_state_age"
+                fields=("state", "finished_at"),
+                name="ultimate_jobs_job_state_age",
+                condition=Q(state__in=FINISHED_STATES),
             ),
             # F6: retention reads each (name, final state) by age; also serves the
             # lists by name, and the purge's loose scan over the names.
@@ -131,7 +148,13 @@ class Job(JobColumns):
                 fields=("name", "state", "finished_at"),
                 name="ultimate_jobs_job_name_age",
             ),
-            models.Index(fields=("tenant_id",), name="ultimate_jobs_job_tenant"),
+            # The lists and verbs of one tenant: every reader names a tenant, so the
+            # rows of no tenant (NULL) stay out (issue 26: most enqueues skip it).
+            models.Index(
+                fields=("tenant_id",),
+                name="ultimate_jobs_job_tenant",
+                condition=Q(tenant_id__isnull=False),
+            ),
             # P1: the admin's search finds keys by prefix (``?q=report:42``) on a
             # million-row table; the pattern opclass serves LIKE 'prefix%' and =.
             models.Index(
@@ -160,10 +183,13 @@ class Job(JobColumns):
                 condition=Q(shown_key__isnull=False),
             ),
             # C7, issue 15: the jobs a task fired, by their correlation id's prefix.
+            # Only rows that carry one (issue 26): a reader adds the index's condition
+            # (``fired_by``), since PostgreSQL cannot infer it from the LIKE.
             models.Index(
                 fields=("correlation_id",),
                 name="ultimate_jobs_job_correlation",
                 opclasses=("varchar_pattern_ops",),
+                condition=CORRELATED,
             ),
         )
 

@@ -403,15 +403,16 @@ def live_runs(target: Target, names: set[str]) -> list[Any]:
     if not names:
         return []
     from ultimate_jobs.models import LIVE_STATES, Job
+    from ultimate_jobs.models.jobs import fired_by
 
     live: list[Any] = []
     for alias in reading_aliases():  # Q1: its jobs' queues may live on any alias
         live += (
             Job.objects.using(alias)
             .filter(
+                fired_by(f"{target.key}@"),
                 name__in=sorted(names),
                 state__in=LIVE_STATES,
-                correlation_id__startswith=f"{target.key}@",
             )
             .order_by("id")
             .values_list("id", flat=True)[:10]
