@@ -275,6 +275,7 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
                     None if key is None else keyed_lease_key(name, key),
                     redact,
                     shown_key_of(redaction, idempotency_key, kwargs),
+                    None,  # parent_id: set by run.spawn for another alias (S10)
                 )
             )
         )
