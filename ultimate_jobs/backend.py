@@ -28,7 +28,6 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from ultimate_jobs.api import locator
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration.definition import NO_TENANT
 from ultimate_jobs.declaration.queues import validate_queue
@@ -142,6 +141,10 @@ def find_result(
 ) -> TaskResult[Any, Any] | None:
     """The TaskResult of a bridge job wherever the locator finds it (Q1): its job
     row (hot or archived, Q2), else its staged outbox row (O1)."""
+    # The operator API loads here, not with the module: a worker imports this module
+    # for the bridge job and never reads a result (N2, issue 26).
+    from ultimate_jobs.api import locator
+
     found = locator.find(pk)
     if found is None:
         return None  # never enqueued, rolled back, or purged
