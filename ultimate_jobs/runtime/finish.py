@@ -144,7 +144,8 @@ class Finisher:
             )
         verdict = decide(job, exc, handle.definition if handle is not None else None)
         if not verdict.counted:  # issue 31: the server refused the body a connection
-            return self.refused(job, exc, token, started, verdict.delay or 0.0, settler)
+            delay = verdict.delay or 0.0
+            return self.refused(job, exc, token, started, delay, settler, secrets)
         last_error = scrub_text(format_error(exc), secrets)
         if verdict.stop_reason is not None:
             outcome = FAILED_OUTCOMES[verdict.state]
@@ -213,6 +214,7 @@ class Finisher:
         started: float,
         delay: float,
         settler: Settler,
+        secrets: tuple[str, ...],
     ) -> Attempt:
         """Issue 31: the body failed because the server refused a NEW connection
         (max_connections): not the job's failure. The row goes back with its attempt
@@ -223,7 +225,7 @@ class Finisher:
             "jobs.attempt.connection-refused",
             extra={
                 **job_fields(job),
-                "error": f"{type(exc).__name__}: {exc}"[:500],
+                "error": scrub_text(f"{type(exc).__name__}: {exc}", secrets)[:500],
                 "delay": round(delay, 3),
             },
         )
