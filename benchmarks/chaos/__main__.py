@@ -46,7 +46,14 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--max-connections",
         type=int,
-        help="run on a server with this max_connections (the starvation phase: 20)",
+        help="run on a server with this max_connections (the starvation phase: 20),"
+        " with small processes the connection budget admits or refuses",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start every process with --force (past the connection budget) and the"
+        " default sizes: an oversubscribed fleet",
     )
     return parser.parse_args()
 
@@ -107,16 +114,25 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
             "CREATE TABLE chaos_effect (id bigserial PRIMARY KEY, job_id uuid NOT NULL,"
             " step text NOT NULL, nonce text NOT NULL)"
         )
-    fleet = Fleet(server, run_dir, env_for(server, records, LEASE))
+    sized = bool(args.max_connections) and not args.force
+    fleet = Fleet(
+        server, run_dir, env_for(server, records, LEASE, sized=sized), force=args.force
+    )
     faults = plan(args.short, args.seed)
     work = workload.Workload(total=jobs, waves=int(phase / 0.5), seed=args.seed)
     print(
         f"==> {jobs} jobs over {phase:.0f} s, {len(faults)} faults, fleet: 3 workers,"
-        f" 2 relays, 2 schedulers; lease {LEASE:.0f} s",
+        f" 2 relays, 2 schedulers{' (--force)' if args.force else ''};"
+        f" lease {LEASE:.0f} s",
         flush=True,
     )
-    fleet.start()
     try:
+        fleet.start()
+        print(
+            f"==> serving: {fleet.serving()}; refused by the connection budget:"
+            f" {fleet.refusals()}",
+            flush=True,
+        )
         fleet.wait_ready(timeout=120)
         start = time.time()  # the table's clock: from the fleet being up
         window_start = datetime.now(UTC)
@@ -175,8 +191,13 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         "events published": work.events,
         **report.figures,
         # Issue 31: a body that finished twice (each explained above, or a violation).
-        "double completions": report.figures.get("jobs that ran twice", 0),
+        "double completions": (
+            f"{report.figures.get('jobs that ran twice', 0)}"
+            f" (by cause: {report.figures.get('re-runs by cause', {})})"
+        ),
         "max_connections": args.max_connections or "server default",
+        "fleet serving": fleet.serving(),
+        "refused by the connection budget": fleet.refusals(),
         "operator's jobs stats answered": operator,
         "duration": f"{duration:.0f} s",
     }

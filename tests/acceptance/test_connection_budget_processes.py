@@ -27,10 +27,13 @@ JOBS = 200
 WORKERS = 4
 # Each worker: claim loop, heartbeat, acks and a pool of 2 (WAKE off): 5 connections,
 # 20 for four: every session of the server (the tests connect as a superuser, who may
-# take the 3 superuser slots too). max_connections 20 less 3 superuser slots less the
-# operator reserve of 3 is 14: two workers (10, plus a session each while they start)
-# fit, the third and fourth would cross it and refuse to start.
+# take the 3 superuser slots too). Its budget adds up to one Django connection per
+# handler thread for the bodies' ORM queries (2; these bodies make none): it plans 7.
+# max_connections 20 less 3 superuser slots less the operator reserve of 3 is 14: two
+# workers (5 + 1 + 7, then 5 + 5 + 1 + 7 with the session that reads the room) fit,
+# the third and fourth would cross it and refuse to start.
 PER_WORKER = 5
+PLANNED = 7
 STARTED = 2
 WORKER_ARGS = ("--roles", "worker", "--queues", "default", "--concurrency", "2")
 WORKER_SETTINGS = {"WAKE": "false", "POOL_SIZE": "2"}
@@ -88,8 +91,9 @@ def test_operators_keep_their_reserve_and_no_body_completes_twice(
             assert worker.wait() != 0
         workers.append(worker)
     for refused in workers[STARTED:]:
-        assert "X_CONNECTION_BUDGET: max_connections=20: this process opens 5" in (
-            refused.log()
+        assert (
+            f"X_CONNECTION_BUDGET: max_connections=20: this process opens {PLANNED}"
+            in (refused.log())
         )
         assert "jobs.worker.started" not in refused.log()
     for serving in workers[:STARTED]:
@@ -127,3 +131,53 @@ def test_operators_keep_their_reserve_and_no_body_completes_twice(
     assert f"fleet={STARTED * PER_WORKER} (acks=2 heartbeat=2 pool=4 worker=2)" in (
         workers_line.stdout
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "role"), [("jobs_relay", "relay"), ("jobs_scheduler", "scheduler")]
+)
+def test_relays_and_schedulers_refuse_to_start_over_budget_unless_forced(
+    small_pg, tmp_path, command, role
+):
+    """Issue 31: a relay or a scheduler started into a full room used to only warn,
+    then starve (staged rows unpublished); now it refuses like jobs_worker, on the
+    same path, and ``--force`` starts it anyway (with the warning)."""
+    held = [small_pg.connect() for _ in range(13)]  # 13 + the room's read: 14 open
+    try:
+        manage = [sys.executable, str(REPO / "manage.py"), command]
+        refused = subprocess.run(
+            manage,
+            cwd=REPO,
+            env=environment(small_pg) | {"ULTIMATE_JOBS_WAKE": "false"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode != 0
+        assert (
+            "X_CONNECTION_BUDGET: max_connections=20: this process opens 1 "
+            "connections and 14 are open"
+        ) in refused.stderr
+        assert f"jobs.{role}.started" not in refused.stdout + refused.stderr
+        log = tmp_path / f"{role}.log"
+        with log.open("wb") as out:
+            forced = subprocess.Popen(
+                [*manage, "--force"],
+                cwd=REPO,
+                env=environment(small_pg) | {"ULTIMATE_JOBS_WAKE": "false"},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_for(
+                lambda: f"jobs.{role}.started" in log.read_text(errors="replace"),
+                deadline(work=60),
+                message=f"the forced {role} started",
+            )
+            assert "jobs.connections.over-budget" in log.read_text(errors="replace")
+        finally:
+            forced.terminate()
+            forced.wait(60)
+    finally:
+        for conn in held:
+            conn.close()

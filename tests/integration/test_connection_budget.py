@@ -32,18 +32,20 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.parametrize(
     ("roles", "concurrency", "values", "expected"),
     [
-        # The same arithmetic tests/acceptance/test_connections_processes.py measures.
+        # The same arithmetic tests/acceptance/test_connections_processes.py measures,
+        # plus up to one Django connection per handler thread for the bodies' own ORM
+        # queries (issue 31: a body refused one used to dead-letter).
         (
             ("worker",),
             4,
             {"POOL_SIZE": 2},
-            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 2, "wake": 1},
+            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 2, "bodies": 4, "wake": 1},
         ),
         (
             ("worker",),
             2,
             {},
-            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 2, "wake": 1},
+            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 2, "bodies": 2, "wake": 1},
         ),
         (
             ("worker", "scheduler", "relay"),
@@ -54,6 +56,7 @@ pytestmark = pytest.mark.django_db
                 "heartbeat": 1,
                 "acks": 1,
                 "pool": 4,
+                "bodies": 8,
                 "wake": 1,
                 "scheduler": 1,
                 "relay": 1,
@@ -63,7 +66,7 @@ pytestmark = pytest.mark.django_db
             ("worker",),
             8,
             {"WAKE": False, "POOL_SIZE": 3},
-            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 3},
+            {"worker": 1, "heartbeat": 1, "acks": 1, "pool": 3, "bodies": 8},
         ),
         (("relay",), None, {"WAKE": False}, {"relay": 1}),
     ],

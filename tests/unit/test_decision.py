@@ -122,3 +122,34 @@ def test_every_state_of_a_verdict_reports_one_outcome():
     assert set(FAILED_OUTCOMES) == set(get_args(State))
     assert FAILED_OUTCOMES["dead"] is Outcome.DEAD_LETTERED
     assert FAILED_OUTCOMES["failed"] is Outcome.DROPPED
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("FATAL:  sorry, too many clients already"),
+        RuntimeError(
+            "FATAL:  remaining connection slots are reserved for non-replication "
+            "superuser connections"
+        ),
+        QueryError("connect", "FATAL:  sorry, too many clients already"),
+    ],
+)
+def test_a_refused_connection_is_given_back_with_the_backoff_even_at_the_last(error):
+    """Issue 31: the server refused a new session; W6/W9's uncounted attempt."""
+    assert decide(row(4), error, EXP) == Verdict("delayed", delay=16.0, counted=False)
+    assert decide(row(1), error, EXP) == Verdict("delayed", delay=2.0, counted=False)
+    assert decide(row(1, 1), error, None) == Verdict(
+        "delayed", delay=UNDECLARED_DELAY, counted=False
+    )
+
+
+def test_a_refusal_is_found_in_the_cause_chain():
+    try:
+        try:
+            raise OSError("FATAL:  sorry, too many clients already")
+        except OSError as cause:
+            raise RuntimeError("the body's query failed") from cause
+    except RuntimeError as error:
+        assert decide(row(5), error, EXP).counted is False
+    assert decide(row(5), RuntimeError("too many cooks"), EXP).counted is True

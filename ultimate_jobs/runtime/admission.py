@@ -142,7 +142,9 @@ def _fail(
     verdict = decide(row, exc, handle.definition)
     logger.error("jobs.attempt.failed", extra={**_fields(row), "error": str(exc)[:500]})
     try:
-        if verdict.stop_reason is None:
+        if not verdict.counted:  # issue 31: a refused connection is not the job's
+            settler.hand_back(row, verdict.delay or 0.0)
+        elif verdict.stop_reason is None:
             settler.retry(row, verdict.delay or 0.0, exc)
         elif settler.bury(
             row, state=verdict.state, error=exc, stop_reason=verdict.stop_reason

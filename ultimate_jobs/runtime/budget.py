@@ -2,10 +2,12 @@
 
 A process's connections are fixed by its roles and settings (docs/operations.md has
 the arithmetic): the worker role holds one each for the claim loop, the heartbeat and
-the batched acks, ``min(POOL_SIZE, concurrency)`` for its handler threads' writes and,
-with ``WAKE``, one LISTEN session per alias; the scheduler holds one, the relay one
-plus one per other alias it delivers to. Nothing opens more: the pool is fixed and a
-broken connection is re-dialled in place.
+the batched acks, ``min(POOL_SIZE, concurrency)`` for its handler threads' writes,
+up to one Django connection per handler thread on DATABASE for the job bodies' own
+ORM queries (``bodies``: Django's, not the package's, but the server counts them the
+same) and, with ``WAKE``, one LISTEN session per alias; the scheduler holds one, the
+relay one plus one per other alias it delivers to. Nothing opens more: the pool is
+fixed and a broken connection is re-dialled in place.
 
 ``server_room`` reads an alias's limits (sql/server.sql). ``budget_problem`` compares
 what a process will open with ``max_connections`` minus the superuser slots, the
@@ -17,7 +19,8 @@ asynchronously (``synchronous_commit`` off or local): W003 and
 ``jobs.database.async-commit``; the relay's own sessions commit synchronously
 whatever the server's default (runtime/relay.py, docs/outbox.md).
 
-``refuse_over_budget`` is what ``jobs_worker`` does before it opens anything: a process
+``refuse_over_budget`` is what ``jobs_worker``, ``jobs_relay`` and ``jobs_scheduler``
+do before they open anything (``start_within_budget``, one path): a process
 that would cross the budget does not start (``ConnectionBudgetError``,
 ``X_CONNECTION_BUDGET``, naming the numbers) unless ``--force``, and then only warns.
 A process that starts anyway is what takes the operators' last connection and starves
@@ -54,6 +57,7 @@ def process_connections(
     if "worker" in roles:
         held |= {"worker": 1, "heartbeat": 1, "acks": 1}
         held["pool"] = min(settings.POOL_SIZE, threads)
+        held["bodies"] = threads  # a body's ORM query: one Django connection a thread
     if settings.WAKE and roles:
         held["wake"] = 1
     if "scheduler" in roles:

@@ -143,6 +143,9 @@ class Finisher:
                 error=exc,
             )
         verdict = decide(job, exc, handle.definition if handle is not None else None)
+        if not verdict.counted:  # issue 31: the server refused the body a connection
+            delay = verdict.delay or 0.0
+            return self.refused(job, exc, token, started, delay, settler, secrets)
         last_error = scrub_text(format_error(exc), secrets)
         if verdict.stop_reason is not None:
             outcome = FAILED_OUTCOMES[verdict.state]
@@ -202,6 +205,33 @@ class Finisher:
             },
         )
         return self.report(job, Outcome.INTERRUPTED, landed, started, token)
+
+    def refused(
+        self,
+        job: ClaimedJob,
+        exc: BaseException,
+        token: CancelToken,
+        started: float,
+        delay: float,
+        settler: Settler,
+        secrets: tuple[str, ...],
+    ) -> Attempt:
+        """Issue 31: the body failed because the server refused a NEW connection
+        (max_connections): not the job's failure. The row goes back with its attempt
+        not counted (as an interrupted one, W6/W9) and is due after ``delay``, the
+        job's backoff: it never dead-letters for it."""
+        landed = settler.hand_back(job, delay)
+        logger.warning(
+            "jobs.attempt.connection-refused",
+            extra={
+                **job_fields(job),
+                "error": scrub_text(f"{type(exc).__name__}: {exc}", secrets)[:500],
+                "delay": round(delay, 3),
+            },
+        )
+        return self.report(
+            job, Outcome.INTERRUPTED, landed, started, token, due_in=delay
+        )
 
     def report(
         self,

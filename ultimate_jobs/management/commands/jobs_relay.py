@@ -12,6 +12,7 @@ from ultimate_jobs.ground.bounds import check_text
 from ultimate_jobs.ground.exceptions import JobsError
 from ultimate_jobs.management.roles import serve
 from ultimate_jobs.management.sizes import MAX_BATCH_SIZE, check_count
+from ultimate_jobs.management.startup import add_force_argument, start_within_budget
 from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.relay import BATCH_SIZE
@@ -35,6 +36,7 @@ class Command(BaseCommand):
             default=BATCH_SIZE,
             help=f"rows claimed and published per pass (default: {BATCH_SIZE})",
         )
+        add_force_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_default_logging(options["verbosity"])
@@ -52,6 +54,7 @@ class Command(BaseCommand):
             refuse_unmigrated(settings.aliases)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
+        start_within_budget(settings, ["relay"], force=options["force"])  # issue 31
         raise SystemExit(
             serve(
                 ["relay"],

@@ -22,11 +22,11 @@ from ultimate_jobs.management.sizes import (
     check_count,
     check_processes,
 )
+from ultimate_jobs.management.startup import start_within_budget
 from ultimate_jobs.management.supervisor import supervise, watch_supervisor
 from ultimate_jobs.models.migration_state import refuse_unmigrated
 from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
-from ultimate_jobs.runtime.budget import refuse_over_budget
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
 
 
@@ -125,12 +125,10 @@ class Command(BaseCommand):
         if options["processes"] > 1:
             raise SystemExit(supervise(options["processes"]))
         watch_supervisor()  # a child of --processes dies with its supervisor
-        try:  # issue 31: a process past the connection budget does not start
-            refuse_over_budget(
-                settings, names, options["concurrency"], force=options["force"]
-            )
-        except JobsError as exc:
-            raise CommandError(str(exc)) from exc
+        # issue 31: a process past the connection budget does not start
+        start_within_budget(
+            settings, names, options["concurrency"], force=options["force"]
+        )
         raise SystemExit(
             serve(
                 names,
