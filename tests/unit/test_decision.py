@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import django.db
+import psycopg
 import pytest
 
 from ultimate_jobs.declaration.decision import UNDECLARED_DELAY, Verdict, decide
@@ -127,8 +129,8 @@ def test_every_state_of_a_verdict_reports_one_outcome():
 @pytest.mark.parametrize(
     "error",
     [
-        RuntimeError("FATAL:  sorry, too many clients already"),
-        RuntimeError(
+        psycopg.OperationalError("FATAL:  sorry, too many clients already"),
+        django.db.OperationalError(
             "FATAL:  remaining connection slots are reserved for non-replication "
             "superuser connections"
         ),
@@ -147,9 +149,16 @@ def test_a_refused_connection_is_given_back_with_the_backoff_even_at_the_last(er
 def test_a_refusal_is_found_in_the_cause_chain():
     try:
         try:
-            raise OSError("FATAL:  sorry, too many clients already")
-        except OSError as cause:
+            raise psycopg.OperationalError("FATAL:  sorry, too many clients already")
+        except psycopg.OperationalError as cause:
             raise RuntimeError("the body's query failed") from cause
     except RuntimeError as error:
         assert decide(row(5), error, EXP).counted is False
     assert decide(row(5), RuntimeError("too many cooks"), EXP).counted is True
+
+
+def test_a_bodys_own_error_that_says_the_words_is_the_jobs_failure():
+    """Only a connection error carries the refusal: a body raising its own
+    ValueError("too many clients") dead-letters on its last attempt like any other."""
+    error = ValueError("sorry, too many clients already")
+    assert decide(row(5), error, EXP) == Verdict("dead", "attempts-exhausted")

@@ -28,8 +28,12 @@ import random
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+import psycopg
+from django.db import OperationalError as DjangoOperationalError
+
 from ultimate_jobs.declaration.definition import JobDefinition
 from ultimate_jobs.declaration.retry import classify
+from ultimate_jobs.ground.exceptions import QueryError
 
 State = Literal["dead", "failed", "delayed", "ready"]
 StopReason = Literal["terminal", "attempts-exhausted"]
@@ -41,6 +45,10 @@ REFUSED_MIN_DELAY = 1.0
 # too_many_connections); libpq passes it on as the text of a failed connect.
 REFUSED_TEXTS = ("too many clients", "remaining connection slots are reserved")
 TOO_MANY_CONNECTIONS = "53300"
+# The errors a refused connect arrives as: psycopg's, Django's wrapper of it, and the
+# package's own statement error. A body's own exception that merely says the words
+# (a ValueError("too many clients")) is the job's failure like any other.
+CONNECT_ERRORS = (psycopg.OperationalError, DjangoOperationalError, QueryError)
 
 
 class Tries(TypedDict):
@@ -94,15 +102,18 @@ def decide(
 
 def refused_connection(error: BaseException) -> bool:
     """Whether ``error`` (or an exception it was raised from) is the server refusing
-    a new session for want of connection slots."""
+    a new session for want of connection slots: SQLSTATE 53300, or a connection
+    error (``CONNECT_ERRORS``) carrying the server's refusal text (libpq reports a
+    refused connect as text, without a SQLSTATE)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if getattr(current, "sqlstate", None) == TOO_MANY_CONNECTIONS:
             return True
-        text = str(current).lower()
-        if any(marker in text for marker in REFUSED_TEXTS):
-            return True
+        if isinstance(current, CONNECT_ERRORS):
+            text = str(current).lower()
+            if any(marker in text for marker in REFUSED_TEXTS):
+                return True
         current = current.__cause__ or current.__context__
     return False
