@@ -28,10 +28,7 @@ from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.declaration.registry import Declared, Registry, registry
 from ultimate_jobs.declaration.run import TIMEOUT, CancelToken, Run
 from ultimate_jobs.durable.deadlines import ATTEMPT
-from ultimate_jobs.ground.context import (
-    correlation_scope,
-    job_scope,
-)
+from ultimate_jobs.ground.context import enter_attempt, leave_attempt
 from ultimate_jobs.ground.exceptions import (
     InputVersionAhead,
     RunSuspended,
@@ -179,10 +176,10 @@ class Executor:
             watched=self.deadline_settler is not None,
         )
         run = ending.run
-        with (
-            job_scope(name, run.tenant_id),
-            correlation_scope(span.correlation_id(run.correlation_id)),
-        ):
+        scopes = enter_attempt(
+            name, run.tenant_id, span.correlation_id(run.correlation_id)
+        )
+        try:
             # N2: send() itself returns at once when nobody listens (0.7 µs measured);
             # has_listeners() first would cost more (1.6 µs), so it is not asked.
             job_started.send(sender=handle, run=run)
@@ -200,6 +197,8 @@ class Executor:
                 now=self.settler.now(),
             )
             return self._settle(ending)
+        finally:
+            leave_attempt(scopes)
 
     def _run_body(
         self,
