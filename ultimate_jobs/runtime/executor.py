@@ -39,6 +39,7 @@ from ultimate_jobs.observability import runlogs, tracing
 from ultimate_jobs.runtime import overtime
 from ultimate_jobs.runtime.attempt import Ending, open_attempt
 from ultimate_jobs.runtime.finish import Finisher
+from ultimate_jobs.runtime.orm_use import connected_here
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, job_fields
 from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler
@@ -120,14 +121,16 @@ class Executor:
             self.settler.before_write = before_settle
             started = time.monotonic()
             token = token or CancelToken()
-            if self.manage_connections:
+            # Django's old connections closed around the body, as around a request;
+            # a thread that never connected through Django has none (orm_use.py).
+            if self.manage_connections and connected_here():
                 close_old_connections()
             try:
                 attempt = self._execute(
                     job, token, span, started, before_settle, on_overrun
                 )
             finally:
-                if self.manage_connections:
+                if self.manage_connections and connected_here():
                     close_old_connections()
             span.settled(attempt)
             return attempt
