@@ -345,23 +345,10 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
     """Answer why ``value`` breaks ``annotation``, or None when it fits (or is unchecked)."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return None
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
     if annotation is None or annotation is type(None):
         return None if value is None else "expected null"
-    if origin in (typing.Union, types.UnionType):
-        problems = [
-            _check(value, arg)
-            for arg in args
-            if not (value is not None and arg is type(None))
-        ]
-        if any(problem is None for problem in problems):
-            return None
-        if len(problems) == 1:  # Optional[X] with a value: say what is wrong with X
-            return problems[0]
-        return f"expected {_annotation_name(annotation)}"
-    if origin is typing.Literal:
-        return None if value in args else f"expected one of {list(args)!r}"
+    # The plain scalar annotations first: no typing.get_origin/get_args per value (N2:
+    # a worker checks every input it runs).
     if annotation is bool:
         return None if isinstance(value, bool) else "expected a boolean"
     if annotation is int:
@@ -375,6 +362,21 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
         return None if ok else "expected a number"
     if annotation is str:
         return None if isinstance(value, str) else "expected a string"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        problems = [
+            _check(value, arg)
+            for arg in args
+            if not (value is not None and arg is type(None))
+        ]
+        if any(problem is None for problem in problems):
+            return None
+        if len(problems) == 1:  # Optional[X] with a value: say what is wrong with X
+            return problems[0]
+        return f"expected {_annotation_name(annotation)}"
+    if origin is typing.Literal:
+        return None if value in args else f"expected one of {list(args)!r}"
     if annotation in (list, tuple) or origin in (list, tuple, abc.Sequence):
         if not isinstance(value, list | tuple):
             return "expected a list"
