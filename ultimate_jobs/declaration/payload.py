@@ -350,20 +350,25 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
     """Answer why ``value`` breaks ``annotation``, or None when it fits (or is unchecked)."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return None
-    # The plain scalar types first: they have no origin, and an enqueue checks one
-    # value of each parameter per row.
+    if annotation is None or annotation is type(None):
+        return None if value is None else "expected null"
+    # The plain scalar annotations first: no typing.get_origin/get_args per value (N2:
+    # a worker checks every input it runs).
+    if annotation is bool:
+        return None if isinstance(value, bool) else "expected a boolean"
     if annotation is int:
         return (
             None
             if isinstance(value, int) and not isinstance(value, bool)
             else "expected an integer"
         )
+    if annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else "expected a number"
     if annotation is str:
         return None if isinstance(value, str) else "expected a string"
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if annotation is None or annotation is type(None):
-        return None if value is None else "expected null"
     if origin in (typing.Union, types.UnionType):
         problems = [
             _check(value, arg)
@@ -377,11 +382,6 @@ def _check(value: Any, annotation: Any) -> str | None:  # noqa: C901 - one branc
         return f"expected {_annotation_name(annotation)}"
     if origin is typing.Literal:
         return None if value in args else f"expected one of {list(args)!r}"
-    if annotation is bool:
-        return None if isinstance(value, bool) else "expected a boolean"
-    if annotation is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if ok else "expected a number"
     if annotation in (list, tuple) or origin in (list, tuple, abc.Sequence):
         if not isinstance(value, list | tuple):
             return "expected a list"

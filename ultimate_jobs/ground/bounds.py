@@ -127,6 +127,8 @@ def json_problem(  # noqa: C901 - one branch per JSON type
     depth 1). With ``max_bytes``, text whose characters alone pass it is refused before
     anything is encoded. The path of a value is built only when it is refused.
     """
+    if max_bytes is None and max_depth >= 1 and _flat_and_clean(value):
+        return None  # N2: a worker decodes every input; most are flat objects
     stack: list[tuple[Any, int, Node]] = [(value, 1, None)]
     chars = 0
     budget = max_bytes if max_bytes is not None else -1
@@ -179,6 +181,29 @@ def json_problem(  # noqa: C901 - one branch per JSON type
                 _path_of(node), chars, f"more than {max_bytes} bytes", "large"
             )
     return None
+
+
+def _flat_and_clean(value: Any) -> bool:
+    """Whether ``value`` is a dict of str keys to scalars that json_problem accepts:
+    then the walk would answer None. Anything else (a container child, a doubt) is
+    False and the walk decides, so its answer and its path never change."""
+    if type(value) is not dict:
+        return False
+    for key, child in value.items():
+        if type(key) is not str or text_problem(key) is not None:
+            return False
+        kind = type(child)
+        if child is None or kind is bool:
+            continue
+        if kind is str:
+            if text_problem(child) is not None:
+                return False
+        elif kind is int:
+            if not MIN_BIGINT <= child <= MAX_BIGINT:
+                return False
+        elif kind is not float or not math.isfinite(child):
+            return False
+    return True
 
 
 def check_json(

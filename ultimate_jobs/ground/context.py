@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 _tenant: ContextVar[str | None] = ContextVar("ultimate_jobs_tenant", default=None)
 # The name of the job whose body (or on_settled hook) runs here; None outside one.
@@ -44,6 +44,24 @@ def job_scope(name: str, tenant_id: str | None) -> Iterator[None]:
     finally:
         _tenant.reset(tenant_token)
         _job.reset(job_token)
+
+
+def enter_attempt(
+    name: str, tenant_id: str | None, correlation_id: str
+) -> tuple[Token[str | None], Token[str | None], Token[str]]:
+    """``job_scope`` and ``correlation_scope`` entered at once, without a generator
+    context manager each (N2: the executor does it once per job); ``leave_attempt``
+    with the answer restores what was there before, in the reverse order."""
+    return _job.set(name), _tenant.set(tenant_id), _correlation.set(correlation_id)
+
+
+def leave_attempt(
+    tokens: tuple[Token[str | None], Token[str | None], Token[str]],
+) -> None:
+    job_token, tenant_token, correlation_token = tokens
+    _correlation.reset(correlation_token)
+    _tenant.reset(tenant_token)
+    _job.reset(job_token)
 
 
 def current_correlation_id() -> str:

@@ -96,7 +96,8 @@ class Acks:
             if self._closing:
                 return False
             self._pending.append(Pending(job, progress, then))
-            self._idle.clear()
+            if self._idle.is_set():  # Event.clear takes its lock: only when set
+                self._idle.clear()
             self._changed.notify()
         return True
 

@@ -28,10 +28,7 @@ from ultimate_jobs.declaration.redaction import cached_redaction
 from ultimate_jobs.declaration.registry import Declared, Registry, registry
 from ultimate_jobs.declaration.run import TIMEOUT, CancelToken, Run
 from ultimate_jobs.durable.deadlines import ATTEMPT
-from ultimate_jobs.ground.context import (
-    correlation_scope,
-    job_scope,
-)
+from ultimate_jobs.ground.context import enter_attempt, leave_attempt
 from ultimate_jobs.ground.exceptions import (
     InputVersionAhead,
     RunSuspended,
@@ -42,6 +39,7 @@ from ultimate_jobs.observability import runlogs, tracing
 from ultimate_jobs.runtime import overtime
 from ultimate_jobs.runtime.attempt import Ending, open_attempt
 from ultimate_jobs.runtime.finish import Finisher
+from ultimate_jobs.runtime.orm_use import connected_here
 from ultimate_jobs.runtime.outcomes import Attempt, Outcome, job_fields
 from ultimate_jobs.runtime.results import keep_result
 from ultimate_jobs.runtime.settle import Settler
@@ -123,14 +121,16 @@ class Executor:
             self.settler.before_write = before_settle
             started = time.monotonic()
             token = token or CancelToken()
-            if self.manage_connections:
+            # Django's old connections closed around the body, as around a request;
+            # a thread that never connected through Django has none (orm_use.py).
+            if self.manage_connections and connected_here():
                 close_old_connections()
             try:
                 attempt = self._execute(
                     job, token, span, started, before_settle, on_overrun
                 )
             finally:
-                if self.manage_connections:
+                if self.manage_connections and connected_here():
                     close_old_connections()
             span.settled(attempt)
             return attempt
@@ -179,10 +179,10 @@ class Executor:
             watched=self.deadline_settler is not None,
         )
         run = ending.run
-        with (
-            job_scope(name, run.tenant_id),
-            correlation_scope(span.correlation_id(run.correlation_id)),
-        ):
+        scopes = enter_attempt(
+            name, run.tenant_id, span.correlation_id(run.correlation_id)
+        )
+        try:
             # N2: send() itself returns at once when nobody listens (0.7 µs measured);
             # has_listeners() first would cost more (1.6 µs), so it is not asked.
             job_started.send(sender=handle, run=run)
@@ -200,6 +200,8 @@ class Executor:
                 now=self.settler.now(),
             )
             return self._settle(ending)
+        finally:
+            leave_attempt(scopes)
 
     def _run_body(
         self,

@@ -331,6 +331,8 @@ def _heard(handle: Declared, job: ClaimedJob) -> bool:
     on_settled hook, job_settled receivers, or a concurrency slot to free."""
     return (
         handle.definition.on_settled is not None
-        or job_settled.has_listeners(sender=handle)
+        # An empty receiver list first: has_listeners() walks Django's receiver
+        # cache (N2).
+        or (bool(job_settled.receivers) and job_settled.has_listeners(sender=handle))
         or job.get("lease_key") is not None
     )

@@ -1,0 +1,31 @@
+"""Whether this thread ever connected through Django's ORM (N2, issue 26).
+
+A handler thread closes Django's unusable or obsolete connections around each body
+(``close_old_connections()``, as Django does around a request). That call walks every
+alias through asgiref's thread-local storage, ~5 µs a job twice, even on a thread that
+never opened a Django connection, where it closes nothing. Django announces each new
+connection (``connection_created``, sent from ``connect()`` in the connecting thread):
+a thread that never heard one has no connection to close, so the executor skips the
+call there. Once a body connected, every later job on the thread calls it as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.db.backends.signals import connection_created
+
+_seen = threading.local()
+
+
+def _connected(sender: Any, **kwargs: Any) -> None:
+    _seen.connected = True
+
+
+connection_created.connect(_connected, dispatch_uid="ultimate_jobs.orm_use")
+
+
+def connected_here() -> bool:
+    """Whether a Django connection was ever opened in the calling thread."""
+    return getattr(_seen, "connected", False)
