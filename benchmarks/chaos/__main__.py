@@ -178,7 +178,11 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         faults=faults,
         lease=LEASE,
         window=(window_start, window_end),
+        sized=sized,
     )
+    if sized and operator != "yes":
+        # Issue 31: a fleet within the budget leaves the operators' reserve free.
+        report.fail("operator refused", f"jobs stats: {operator}")
     verify.fault_outcomes(faults, verify.read_records(records), fleet)
     print()
     print(verify.table(faults, start))
@@ -193,7 +197,8 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         # Issue 31: a body that finished twice (each explained above, or a violation).
         "double completions": (
             f"{report.figures.get('jobs that ran twice', 0)}"
-            f" (by cause: {report.figures.get('re-runs by cause', {})})"
+            f" (by cause: {report.figures.get('re-runs by cause', {})});"
+            f" avoidable: {report.figures.get('avoidable double completions', 0)}"
         ),
         "max_connections": args.max_connections or "server default",
         "fleet serving": fleet.serving(),
@@ -209,6 +214,8 @@ def run(args, server, run_dir, records, jobs, phase, outage) -> int:
         "lost",
         "stuck",
         "ran twice unexplained",
+        "avoidable double completion",
+        "operator refused",
         "cron double-fire",
         "outbox double-publish",
         "step re-run after commit",

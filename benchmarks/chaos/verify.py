@@ -9,6 +9,9 @@
   the earlier one's settle could not land because its process was SIGKILLed after it
   finished, or its worker logged the lease lost / the settle unowned for that job, or
   the database was down or restarting around that moment. Anything else is a violation.
+* avoidable double completion (the ``--max-connections`` phase, fleet within the
+  connection budget): a re-run after a lease its live worker logged lost while the
+  server was up, i.e. starved of a connection (issue 31).
 * cron double-fire: two jobs for one (task, occurrence); a minute skipped between the
   first and the last fire of a task is reported as lost.
 * outbox double-publish: two jobs for one staged row's key, or a staged row without
@@ -99,12 +102,29 @@ def explain(
         and generation.signalled_at >= earlier["t"]
     ):
         return "SIGKILL before its settle landed"
+    around = _database_fault_around(earlier["t"], faults, lease)
     if earlier["job"] in evidence.get(earlier["pid"], set()):
-        return "lease lost (logged by its worker)"
+        if around is not None:  # no connection, held or new, renews while it is down
+            return f"lease lost in the {around.kind} (#{around.index})"
+        return AVOIDABLE
+    if around is not None:
+        return f"settle cut by the {around.kind} (#{around.index})"
+    return None
+
+
+# A re-run whose earlier run's worker was alive, and the server up, when it logged the
+# lease lost: what a starved connection (issue 31) causes, and what the connection
+# budget is there to prevent. The other causes are at-least-once (W3-W5): a SIGKILL
+# between the body's end and its settle, or a server outage longer than the lease.
+AVOIDABLE = "lease lost while its worker lived and the server was up"
+
+
+def _database_fault_around(t: float, faults: list[Fault], lease: float) -> Fault | None:
+    """The database fault (restart, outage) within a lease of ``t``, if any."""
     for fault in faults:
         if fault.kind in DB_FAULTS and fault.ended is not None:
-            if fault.at - lease - 1 <= earlier["t"] <= fault.ended + lease + 1:
-                return f"settle cut by the {fault.kind} (#{fault.index})"
+            if fault.at - lease - 1 <= t <= fault.ended + lease + 1:
+                return fault
     return None
 
 
@@ -116,6 +136,7 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
     faults: list[Fault],
     lease: float,
     window: tuple[datetime, datetime],
+    sized: bool = False,
 ) -> Report:
     report = Report()
     records = read_records(records_dir)
@@ -187,6 +208,13 @@ def check(  # noqa: C901 - one pass per check, in the order the docs list them
                 causes[why.split(" (#")[0]] += 1
     report.figures["jobs that ran twice"] = twice
     report.figures["re-runs by cause"] = dict(causes)
+    report.figures["avoidable double completions"] = causes[AVOIDABLE]
+    if sized and causes[AVOIDABLE]:
+        # Issue 31: a fleet within the connection budget never starves its own acks.
+        report.fail(
+            "avoidable double completion",
+            f"{causes[AVOIDABLE]} re-runs after a lease lost while the server was up",
+        )
 
     # -- cron ----------------------------------------------------------------------------
     fires: dict[str, Counter[datetime]] = defaultdict(Counter)

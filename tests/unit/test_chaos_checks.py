@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.chaos.fleet import Fault
-from benchmarks.chaos.verify import explain, keyed_overlaps
+from benchmarks.chaos.verify import AVOIDABLE, explain, keyed_overlaps
 
 LEASE = 5.0
 
@@ -58,7 +58,18 @@ def test_a_lost_lease_logged_by_its_worker_explains_it():
     why = explain(
         finish(1, 11, 100.0), finish(2, 12, 110.0), fleet(), [], evidence, LEASE
     )
-    assert why == "lease lost (logged by its worker)"
+    assert why == AVOIDABLE
+
+
+def test_a_lost_lease_in_a_database_fault_is_not_the_avoidable_kind():
+    """Issue 31: a lease lost while the server was down is at-least-once (no
+    connection renews then); only one lost while it was up counts as avoidable."""
+    evidence = {11: {"j1"}}
+    near = restart(at=102.0, ended=103.0)
+    why = explain(
+        finish(1, 11, 100.0), finish(2, 12, 110.0), fleet(), [near], evidence, LEASE
+    )
+    assert why == "lease lost in the fast restart (#3)"
 
 
 def test_a_database_fault_explains_it_only_around_the_fault():
