@@ -10,6 +10,7 @@ import logging
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection, connections
 
 from ultimate_jobs.checks import check_servers
@@ -186,3 +187,33 @@ def test_the_relay_commits_synchronously_whatever_the_alias_default():
         "default", []
     )  # opens the session a cross-alias delivery uses
     assert session_mode(relay.publisher.targets["default"]) == "on"
+
+
+def test_a_supervisor_refuses_its_processes_together_before_it_forks(monkeypatch):
+    """Issue 31: the children of ``--processes P`` start at the same instant and each
+    reads the same server state, so each alone fits; the supervisor asks for the P
+    together before forking (it used to fork them all)."""
+    from ultimate_jobs.management.commands import jobs_worker
+    from ultimate_jobs.runtime import budget
+
+    forked: list[int] = []
+    monkeypatch.setattr(jobs_worker, "supervise", lambda n: forked.append(n) or 0)
+    per_process = sum(
+        process_connections(get_settings(), ["worker"], 8).values()
+    )  # 3 + min(POOL_SIZE, 8) + 8 bodies
+    found = server_room("default")
+    # Room for one process and half of another: one fits, two do not.
+    room_left = per_process + per_process // 2
+    monkeypatch.setattr(
+        budget,
+        "OPERATOR_RESERVE",
+        found.max_connections - found.superuser_reserved - found.sessions - room_left,
+    )
+    args = ["jobs_worker", "--roles", "worker", "--concurrency", "8"]
+    with pytest.raises(CommandError, match="X_CONNECTION_BUDGET") as refused:
+        call_command(*args, "--processes", "2")
+    assert f"these 2 processes open {2 * per_process} connections" in str(refused.value)
+    assert forked == []
+    with pytest.raises(SystemExit):  # --force: forked (here: the stub) all the same
+        call_command(*args, "--processes", "2", "--force")
+    assert forked == [2]

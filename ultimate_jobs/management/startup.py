@@ -27,16 +27,22 @@ def start_within_budget(
     concurrency: int | None = None,
     *,
     force: bool,
+    processes: int = 1,
 ) -> None:
     """Raise ``CommandError`` (``X_CONNECTION_BUDGET``) when the process running
-    ``roles`` would cross the budget on DATABASE and ``force`` is not given.
+    ``roles`` would cross the budget on DATABASE and ``force`` is not given; a
+    ``--processes`` supervisor asks for its ``processes`` together, before it forks:
+    children started at the same instant each read the same server state, so only
+    the supervisor's sum can refuse the fleet they make.
 
     Then close the Django sessions the start's checks opened (ensure_postgresql, the
     migration state): the process does not keep them, and a session kept idle for
     the process's life is one the budget does not count (measured: one per relay,
     scheduler and worker, 5 of the 14 a chaos fleet had at max_connections = 20)."""
     try:
-        refuse_over_budget(settings, roles, concurrency, force=force)
+        refuse_over_budget(
+            settings, roles, concurrency, force=force, processes=processes
+        )
     except JobsError as exc:
         raise CommandError(str(exc)) from exc
     connections.close_all()

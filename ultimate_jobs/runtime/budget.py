@@ -102,12 +102,16 @@ def server_room(alias: str) -> ServerRoom:
     )
 
 
-def budget_problem(room: ServerRoom, planned: int) -> str | None:
-    """Why opening ``planned`` more connections leaves operators none, or None."""
+def budget_problem(room: ServerRoom, planned: int, processes: int = 1) -> str | None:
+    """Why opening ``planned`` more connections (over ``processes`` processes) leaves
+    operators none, or None."""
     if room.sessions + planned <= room.usable:
         return None
+    who = (
+        "this process opens" if processes == 1 else f"these {processes} processes open"
+    )
     return (
-        f"this process opens {planned} connections and {room.sessions} are open, "
+        f"{who} {planned} connections and {room.sessions} are open, "
         f"but max_connections={room.max_connections} leaves {room.usable} after "
         f"{room.superuser_reserved} superuser slots and {OPERATOR_RESERVE} for "
         "operators: lower --concurrency/POOL_SIZE, run fewer processes, or raise "
@@ -152,15 +156,22 @@ def refuse_over_budget(
     concurrency: int | None = None,
     *,
     force: bool = False,
+    processes: int = 1,
 ) -> None:
-    """Raise ``ConnectionBudgetError`` when a process running ``roles`` would leave
-    operators no connection on DATABASE; ``force`` starts it anyway (it then warns).
-    An unreadable server refuses nothing: the roles report it."""
+    """Raise ``ConnectionBudgetError`` when a process running ``roles`` (or the
+    ``processes`` of a ``--processes`` supervisor, together) would leave operators no
+    connection on DATABASE; ``force`` starts it anyway (it then warns). An unreadable
+    server refuses nothing: the roles report it."""
     if force:
         return
-    planned = sum(process_connections(settings, roles, concurrency).values())
+    planned = processes * sum(
+        process_connections(settings, roles, concurrency).values()
+    )
     room = _room_of(settings)
-    if room is not None and (problem := budget_problem(room, planned)) is not None:
+    if (
+        room is not None
+        and (problem := budget_problem(room, planned, processes)) is not None
+    ):
         raise ConnectionBudgetError(
             "max_connections",
             room.max_connections,

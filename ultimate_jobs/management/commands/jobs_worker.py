@@ -123,6 +123,15 @@ class Command(BaseCommand):
             except JobsError as exc:
                 raise CommandError(str(exc)) from exc
         if options["processes"] > 1:
+            # issue 31: the fleet's sum, before any child starts (each child checks
+            # again as it starts)
+            start_within_budget(
+                settings,
+                names,
+                options["concurrency"],
+                force=options["force"],
+                processes=options["processes"],
+            )
             raise SystemExit(supervise(options["processes"]))
         watch_supervisor()  # a child of --processes dies with its supervisor
         # issue 31: a process past the connection budget does not start
