@@ -197,7 +197,12 @@ def test_a_supervisor_refuses_its_processes_together_before_it_forks(monkeypatch
     from ultimate_jobs.runtime import budget
 
     forked: list[int] = []
-    monkeypatch.setattr(jobs_worker, "supervise", lambda n: forked.append(n) or 0)
+
+    def supervise(processes: int) -> int:
+        forked.append(processes)
+        return 0
+
+    monkeypatch.setattr(jobs_worker, "supervise", supervise)
     per_process = sum(
         process_connections(get_settings(), ["worker"], 8).values()
     )  # 3 + min(POOL_SIZE, 8) + 8 bodies
