@@ -218,3 +218,20 @@ def test_a_wake_that_fails_leaves_the_settle_and_the_poll(jobs, monkeypatch, cap
     assert Job.objects.using("jobs_b").get(pk=children[0].id).state == "done"
     assert Job.objects.get(pk=parent.id).run_at > timezone.now()
     assert "jobs.fanin.wake-failed" in [r.getMessage() for r in caplog.records]
+
+
+def test_cancelling_the_last_child_on_another_alias_wakes_its_parent(jobs):
+    """S11, Q1: an operator's cancel of the last live child on jobs_b makes the parent
+    on default due at once, as a worker's settle would; not the first of two."""
+    parent, children = spawned_far(jobs, "cancel-wake")
+    far = timezone.now() + timedelta(seconds=30)
+    api.cancel(children[0].id, "not needed")
+    assert Job.objects.get(pk=parent.id).run_at > far  # a sibling is still live
+    api.cancel(children[1].id, "not needed")
+    woken = Job.objects.get(pk=parent.id)
+    assert woken.state == "suspended"
+    assert woken.run_at <= timezone.now()
+    jobs.run(until_idle=False)
+    [wait] = JobStep.objects.filter(job_id=parent.id, kind="jobs")
+    assert wait.status == "done"
+    assert [o["state"] for o in wait.output or []] == ["cancelled", "cancelled"]

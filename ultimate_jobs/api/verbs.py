@@ -51,6 +51,7 @@ from ultimate_jobs.models import (
 )
 from ultimate_jobs.observability.redaction import shown_row
 from ultimate_jobs.observability.triage import check_fingerprint
+from ultimate_jobs.runtime.parents import wake_away_parents
 from ultimate_jobs.sql import QUERIES
 
 # cancel_by_key(tenant=...) left out: any tenant, as long as only one holds the key.
@@ -247,8 +248,26 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
+    if len(reading_aliases()) > 1:
+        _wake_parent_elsewhere(pk, alias)
     _cancel_children(pk, alias, who)
     return str(row["was"])
+
+
+def _wake_parent_elsewhere(pk: uuid.UUID, alias: str) -> None:
+    """S11, Q1: a child cancelled on another alias than its parent's wakes the parent
+    there when it was its last live child here, as a worker's settle does (no trigger
+    crosses databases); best-effort, the parent's event_poll stays the guarantee
+    (runtime/parents.py)."""
+    parent = (
+        Job.objects.using(alias)
+        .filter(pk=pk)
+        .values_list("parent_id", flat=True)
+        .first()
+    )
+    if parent is None or Job.objects.using(alias).filter(pk=parent).exists():
+        return  # no parent, or one on this alias: the trigger wakes it
+    wake_away_parents(_db(alias), alias, [parent])
 
 
 def _cancel_children(pk: uuid.UUID, alias: str, who: Operator) -> None:

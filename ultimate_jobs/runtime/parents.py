@@ -17,8 +17,8 @@ Best-effort: the settle is already durable, the wake is a second commit on anoth
 database. A worker killed between the two, or a wake that fails (the other database
 down), leaves the parent to its ``event_poll`` re-check, the guarantee behind every
 wake; a failure is logged ``jobs.fanin.wake-failed`` and never fails the settle. The
-other settles of such a child (an operator's cancel, a lapsed lease buried by a claim)
-make no wake here: the parent sees them at its ``event_poll``.
+operator's cancel of such a child wakes the same way (api/verbs.py). A lapsed lease
+buried by a claim makes no wake: the parent sees it at its ``event_poll``.
 """
 
 from __future__ import annotations
