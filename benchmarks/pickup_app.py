@@ -60,6 +60,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0,
         help="also run this many busy-loop processes (a loaded machine)",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="stamp the worker's stages of each pickup (benchmarks/trace.py)",
+    )
     parser.add_argument("--only", choices=["uj", "uj-app"], help="one side only")
     return parser.parse_args(argv)
 
@@ -87,6 +92,8 @@ def main(args: argparse.Namespace) -> int:
         server.port = args.port
         server.start()
         url = f"postgres://postgres@127.0.0.1:{args.port}"
+    if args.trace:
+        os.environ["BENCH_TRACE"] = "1"  # the workers inherit it
     results: list[dict[str, Any]] = []
     busy = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -116,6 +123,16 @@ def main(args: argparse.Namespace) -> int:
                 result["load"] = os.getloadavg()
                 results.append({"pair": index, "system": system.name, **result})
                 print(f"pair {index}: {line(system.name, result)}", flush=True)
+                if args.trace:
+                    print(
+                        "  ms after commit: "
+                        + "  ".join(
+                            f"{stage} {value:.2f}"
+                            for stage, value in result.items()
+                            if stage.startswith(("notify", "claim", "submit"))
+                        ),
+                        flush=True,
+                    )
                 with open(os.path.join(run_dir, "results.json"), "w") as out:
                     json.dump(results, out, indent=1)
     finally:
