@@ -61,6 +61,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run this many busy-loop processes (a loaded machine)",
     )
     parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the demo's declarations (testproject/demo) join the realistic app's",
+    )
+    parser.add_argument(
         "--trace",
         action="store_true",
         help="stamp the worker's stages of each pickup (benchmarks/trace.py)",
@@ -115,6 +120,7 @@ def main(args: argparse.Namespace) -> int:
                 system.variant = {
                     "BENCH_DEBUG": "1" if args.debug else "0",
                     "BENCH_PROMETHEUS": "1" if args.prometheus else "0",
+                    "BENCH_DEMO": "1" if args.demo else "0",
                 }
         print(f"results and logs in {run_dir}", flush=True)
         for index in range(args.pairs):

@@ -33,9 +33,11 @@ LOGGING = {
     "root": {"handlers": ["file"], "level": "INFO"},
 }
 
-# Variants (benchmarks/pickup_app.py --debug / --prometheus): the test project's
+# Variants (benchmarks/pickup_app.py --debug / --prometheus / --demo): the test project's
 # DEBUG=True and django-prometheus's database backend, as testproject.settings runs.
 DEBUG = os.environ.get("BENCH_DEBUG") == "1"
+if os.environ.get("BENCH_DEMO") == "1":  # the demo's declarations join (--demo)
+    INSTALLED_APPS.append("testproject.demo")
 if os.environ.get("BENCH_PROMETHEUS") == "1":
     INSTALLED_APPS.append("django_prometheus")
     DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"  # noqa: F405
