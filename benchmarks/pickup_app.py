@@ -61,6 +61,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="also run this many busy-loop processes (a loaded machine)",
     )
     parser.add_argument(
+        "--concurrency", type=int, default=4, help="the workers' --concurrency"
+    )
+    parser.add_argument(
         "--demo",
         action="store_true",
         help="the demo's declarations (testproject/demo) join the realistic app's",
@@ -89,7 +92,9 @@ def main(args: argparse.Namespace) -> int:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = os.path.join(HERE, ".results", f"pickup-app-{stamp}")
     os.makedirs(run_dir)
-    ctx = scenarios.Context(run_dir=run_dir, pickup_jobs=args.jobs)
+    ctx = scenarios.Context(
+        run_dir=run_dir, pickup_jobs=args.jobs, pickup_concurrency=args.concurrency
+    )
     server = None
     url = args.url
     if args.server:
