@@ -72,6 +72,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 SCENARIOS = ["enqueue", "drain", "pickup", "pgbench", "idle"]
+# Opt-in (--scenarios pickup,pickup-app): pickup in a realistic app, ultimate_jobs only.
+OPT_IN = ["pickup-app"]
 
 
 def ensure_database(server: str, name: str) -> str:
@@ -106,6 +108,7 @@ class Runner:
             "skipped": {},
         }
         self.systems: list[System] = []
+        self._app: System | None = None
 
     def say(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -192,25 +195,9 @@ class Runner:
                             ),
                         )
         if "pickup" in wanted:
-            for system in order:
-                put(
-                    "pickup",
-                    system.name,
-                    self.attempt(
-                        f"r{index} pickup {system.label}",
-                        lambda s=system: scenarios.pickup(ctx, s),
-                    ),
-                )
-            for system in order:
-                if system.name == "uj":
-                    put(
-                        "pickup_outbox",
-                        system.name,
-                        self.attempt(
-                            f"r{index} pickup through the outbox {system.label}",
-                            lambda s=system: scenarios.pickup(ctx, s, outbox=True),
-                        ),
-                    )
+            self.pickup(index, order, put)
+        if "pickup-app" in wanted:
+            self.pickup_app(index, out)
         if "pgbench" in wanted and self.pgbench_dsn:
             for kind in ("single", "batched"):
                 put(
@@ -224,6 +211,50 @@ class Runner:
                     ),
                 )
         return out
+
+    def pickup(
+        self,
+        index: int,
+        order: list[System],
+        put: Callable[[str, str, dict[str, Any]], None],
+    ) -> None:
+        ctx = self.ctx
+        for system in order:
+            put(
+                "pickup",
+                system.name,
+                self.attempt(
+                    f"r{index} pickup {system.label}",
+                    lambda s=system: scenarios.pickup(ctx, s),
+                ),
+            )
+        for system in order:
+            if system.name == "uj":
+                put(
+                    "pickup_outbox",
+                    system.name,
+                    self.attempt(
+                        f"r{index} pickup through the outbox {system.label}",
+                        lambda s=system: scenarios.pickup(ctx, s, outbox=True),
+                    ),
+                )
+
+    def pickup_app(self, index: int, out: dict[str, Any]) -> None:
+        """Issue 26: the pickup scenario in a realistic app (benchmarks/realapp)."""
+        from benchmarks.systems.uj_app import UltimateJobsApp
+
+        if not any(system.name == "uj" for system in self.systems):
+            return
+        if self._app is None:
+            app = UltimateJobsApp(ensure_database(self.args.server, "bench_uj_app"))
+            app.setup()
+            app.log_file = os.path.join(self.run_dir, "logs", "uj-app-info.log")
+            self._app = app
+        app = self._app
+        out.setdefault("pickup_app", {})["uj"] = self.attempt(
+            f"r{index} pickup in a realistic app ultimate_jobs",
+            lambda: scenarios.pickup(self.ctx, app),
+        )
 
     def main(self) -> int:
         self.say(f"results and logs in {self.run_dir}")

@@ -20,6 +20,7 @@ import time
 
 CLIENTS = {
     "uj": "benchmarks.systems.uj:UltimateJobsClient",
+    "uj-app": "benchmarks.systems.uj_app:UltimateJobsAppClient",
     "pgqueuer": "benchmarks.systems.pgqueuer_:PgQueuerClient",
     "procrastinate": "benchmarks.systems.procrastinate_:ProcrastinateClient",
     "djq": "benchmarks.systems.djq:DjangoQ2Client",
@@ -57,17 +58,20 @@ def main(argv: list[str]) -> dict[str, object]:
             return {"seconds": time.perf_counter() - began}
         if command == "pickup":
             gap = float(args[2])
-            through = (
-                client.enqueue_outbox if args[3:] == ["outbox"] else client.enqueue
-            )
+            outbox = args[3:] == ["outbox"]
+            through = client.enqueue_outbox if outbox else client.enqueue
             committed = {}
             began = time.perf_counter()
             for i, n in enumerate(numbers):
                 pause = began + i * gap - time.perf_counter()
                 if pause > 0:
                     time.sleep(pause)
+                client.commit_ns = None
                 through(n)
-                committed[n] = time.time_ns()  # the commit was acknowledged
+                # the commit was acknowledged: the client's own stamp when it has one
+                # (not through the outbox: there the announcement precedes the commit)
+                stamp = None if outbox else client.commit_ns
+                committed[n] = stamp or time.time_ns()
             return {"committed": committed}
         raise SystemExit(f"unknown command {command!r}")
     finally:

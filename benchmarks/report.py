@@ -29,6 +29,8 @@ ROWS = [
     ("Pickup p50 (ms)", "pickup", "p50", LOWER),
     ("Pickup p95 (ms)", "pickup", "p95", LOWER),
     ("Pickup p99 (ms)", "pickup", "p99", LOWER),
+    ("Pickup in a realistic app p50 (ms)", "pickup_app", "p50", LOWER),
+    ("Pickup in a realistic app p99 (ms)", "pickup_app", "p99", LOWER),
     ("Pickup through the outbox p50 (ms)", "pickup_outbox", "p50", LOWER),
     ("Pickup through the outbox p99 (ms)", "pickup_outbox", "p99", LOWER),
     ("Peak RSS draining at c=16 (MiB)", "drain_c16", "peak_rss_mib", LOWER),

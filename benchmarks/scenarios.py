@@ -203,13 +203,23 @@ def pickup(ctx: Context, system: System, outbox: bool = False) -> dict[str, Any]
     latencies = [(started[n] - committed[n]) / 1e6 for n in committed if n in started]
     if not latencies:
         return {"skipped": "no job started"}
+    stages = {}
+    if os.environ.get("BENCH_TRACE") == "1":  # benchmarks/trace.py
+        from benchmarks import trace
+
+        stages = {
+            f"{stage}_p{q}": percentile(values, q)
+            for stage, values in trace.stages(record_dir, committed, started).items()
+            if values
+            for q in (50, 99)
+        }
     return {
         "p50": percentile(latencies, 50),
         "p95": percentile(latencies, 95),
         "p99": percentile(latencies, 99),
         "max": max(latencies),
         "started": len(latencies),
-    }
+    } | stages
 
 
 # -- a million jobs (opt-in) -------------------------------------------------------

@@ -97,6 +97,8 @@ class System:
 class Client:
     """The enqueue side, inside the driver process (public API only)."""
 
+    commit_ns: int | None = None  # when the last enqueue's commit returned, if known
+
     def open(self) -> None:
         """Set up what an application would hold open (Django, a pool, an app)."""
 
