@@ -8,29 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ultimate_jobs.admin.job_list import DatabaseFilter, ParentFilter, StateFilter
-from ultimate_jobs.api.reads import family_aliases
+from ultimate_jobs.api.reads import family_tables
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.models import Job, JobArchive
+from ultimate_jobs.models import Job
 
 CHILDREN_SHOWN = 20
-
-
-def _tables(alias: str) -> list[QuerySet[Any]]:
-    """The hot and finished jobs tables of ``alias`` and then of every other alias
-    with jobs tables (Q1: a child run.spawn routed to another alias lives there, with
-    its parent_id; a parent may live on another alias than its child)."""
-    return [
-        table
-        for each in family_aliases(alias)
-        for table in (Job.objects.using(each), JobArchive.objects.using(each))
-    ]
 
 
 def family(job: Job) -> SafeString:
@@ -41,26 +30,17 @@ def family(job: Job) -> SafeString:
     if job.parent_id is not None:
         found = [
             row
-            for table in _tables(alias)
+            for _, table in family_tables(alias)
             for row in table.filter(pk=job.parent_id).values("id", "name", "state")
         ]
         parent = found[0] if found else {"id": job.parent_id, "name": "", "state": "?"}
     counts: dict[tuple[str, str], int] = {}
     shown: list[dict[str, Any]] = []
-    for each in family_aliases(alias):
-        tables: tuple[QuerySet[Any], ...] = (
-            Job.objects.using(each),
-            JobArchive.objects.using(each),
-        )
-        for table in tables:
-            children = table.filter(parent_id=job.id)
-            for row in children.values("state").annotate(n=Count("id")).order_by():
-                counts[each, row["state"]] = (
-                    counts.get((each, row["state"]), 0) + row["n"]
-                )
-            shown += children.order_by("id").values("id", "name", "state")[
-                :CHILDREN_SHOWN
-            ]
+    for each, table in family_tables(alias):
+        children = table.filter(parent_id=job.id)
+        for row in children.values("state").annotate(n=Count("id")).order_by():
+            counts[each, row["state"]] = counts.get((each, row["state"]), 0) + row["n"]
+        shown += children.order_by("id").values("id", "name", "state")[:CHILDREN_SHOWN]
     shown = sorted(shown, key=lambda row: row["id"])[:CHILDREN_SHOWN]
     total = sum(counts.values())
     holding = sorted({each for each, _ in counts})

@@ -204,17 +204,23 @@ def family_aliases(alias: str) -> list[str]:
     return [alias, *(other for other in get_settings().aliases if other != alias)]
 
 
+def family_tables(alias: str) -> list[tuple[str, QuerySet[Any]]]:
+    """The hot and finished jobs tables (Q2) of every alias in ``family_aliases``, each
+    with its alias: where a job's parent and children are looked for."""
+    return [
+        (each, table)
+        for each in family_aliases(alias)
+        for table in (Job.objects.using(each), JobArchive.objects.using(each))
+    ]
+
+
 def family_json(job: Job) -> dict[str, Any]:
     """S11: the job's parent and children: ``parent_id``, ``children`` (ids, oldest
     first, at most CHILDREN_SHOWN) and ``children_by_state`` (counts), on the job's
     alias and every other alias with jobs tables (Q1), in the hot table and the
     finished jobs table (Q2)."""
     alias = job._state.db or get_settings().DATABASE
-    tables: list[QuerySet[Any]] = [
-        table.filter(parent_id=job.id)
-        for each in family_aliases(alias)
-        for table in (Job.objects.using(each), JobArchive.objects.using(each))
-    ]
+    tables = [table.filter(parent_id=job.id) for _, table in family_tables(alias)]
     counts: dict[str, int] = {}
     ids: list[uuid.UUID] = []
     for table in tables:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ultimate_jobs.db import Database, hot_door
 from ultimate_jobs.ground.exceptions import QueryError
-from ultimate_jobs.runtime.parents import away_parents, wake_away_parents
+from ultimate_jobs.runtime.parents import wake_parents_of
 from ultimate_jobs.sql import arrays
 from ultimate_jobs.sql.rows import JOB_COMPLETE, Fence, Settled
 
@@ -168,8 +168,5 @@ class Acks:
                         "jobs.acks.callback-failed",
                         extra={"job_id": str(pending.job["id"])},
                     )
-        if self.alias is not None:
-            # S11, Q1: the batch committed; wake parents on another alias (best-effort).
-            parents = away_parents(rows)
-            if parents:
-                wake_away_parents(self.db, self.alias, parents)
+        # S11, Q1: the batch committed; wake parents on another alias (best-effort).
+        wake_parents_of(self.db, self.alias, rows)

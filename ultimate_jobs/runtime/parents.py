@@ -44,6 +44,15 @@ def away_parents(rows: Iterable[Any]) -> list[uuid.UUID]:
     )
 
 
+def wake_parents_of(db: Database, alias: str | None, rows: Iterable[Any]) -> int:
+    """Wake the parents on another alias of the children a settle on ``alias`` just
+    committed (``rows``: what job_complete / job_bury answered); nothing when the
+    writer does not know its alias (the testing runner). Best-effort, never raises."""
+    if alias is None:
+        return 0
+    return wake_away_parents(db, alias, away_parents(rows))
+
+
 def wake_away_parents(db: Database, alias: str, parent_ids: list[uuid.UUID]) -> int:
     """Wake, on their own alias, the parents in ``parent_ids`` (whose children settled
     on ``alias``, committed, read through ``db``) that have no live child left here;

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ultimate_jobs.db import Database, Row
 from ultimate_jobs.durable.reschedule import Reschedule
 from ultimate_jobs.ground.exceptions import JobsError, QueryError, RunSuspended
-from ultimate_jobs.runtime.parents import away_parents, wake_away_parents
+from ultimate_jobs.runtime.parents import wake_parents_of
 from ultimate_jobs.sql import QUERIES, Query
 from ultimate_jobs.sql.rows import (
     JOB_BURY,
@@ -118,16 +118,9 @@ class Settler:
             lease_owners=[job["lease_owner"]],
             progresses=[progress],
         )
-        self.wake_parents(rows)
+        # S11, Q1: committed (each write is its own transaction): wake parents elsewhere
+        wake_parents_of(self.db, self.alias, rows)
         return bool(rows)
-
-    def wake_parents(self, rows: list[Any]) -> None:
-        """S11, Q1: wake the parents on another alias of the children just settled
-        (committed: each write is its own transaction), best-effort."""
-        if self.alias is not None:
-            parents = away_parents(rows)
-            if parents:
-                wake_away_parents(self.db, self.alias, parents)
 
     def retry(
         self,
@@ -176,7 +169,7 @@ class Settler:
             uncount=uncount,
             progress=progress,
         )
-        self.wake_parents(rows)
+        wake_parents_of(self.db, self.alias, rows)  # S11, Q1, as in complete
         return bool(rows)
 
     def release(self, job: Fence, *, uncount: bool) -> bool:
