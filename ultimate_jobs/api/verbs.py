@@ -248,25 +248,19 @@ def _cancel(pk: uuid.UUID, reason: str, who: Operator) -> str | None:
         state=row["was"],
         reason=reason,
     )
-    if len(reading_aliases()) > 1:
-        _wake_parent_elsewhere(pk, alias)
+    if row["parent_id"] is not None and len(reading_aliases()) > 1:
+        _wake_parent_elsewhere(row["parent_id"], alias)
     _cancel_children(pk, alias, who)
     return str(row["was"])
 
 
-def _wake_parent_elsewhere(pk: uuid.UUID, alias: str) -> None:
-    """S11, Q1: a child cancelled on another alias than its parent's wakes the parent
-    there when it was its last live child here, as a worker's settle does (no trigger
-    crosses databases); best-effort, the parent's event_poll stays the guarantee
-    (runtime/parents.py)."""
-    parent = (
-        Job.objects.using(alias)
-        .filter(pk=pk)
-        .values_list("parent_id", flat=True)
-        .first()
-    )
-    if parent is None or Job.objects.using(alias).filter(pk=parent).exists():
-        return  # no parent, or one on this alias: the trigger wakes it
+def _wake_parent_elsewhere(parent: uuid.UUID, alias: str) -> None:
+    """S11, Q1: a child cancelled on ``alias`` whose ``parent`` lives on another alias
+    wakes it there when it was its last live child here, as a worker's settle does (no
+    trigger crosses databases); best-effort, the parent's event_poll stays the
+    guarantee (runtime/parents.py)."""
+    if Job.objects.using(alias).filter(pk=parent).exists():
+        return  # the parent is on this alias: the trigger wakes it
     wake_away_parents(_db(alias), alias, [parent])
 
 

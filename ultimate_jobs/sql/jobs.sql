@@ -865,7 +865,8 @@ SELECT requeued.id, requeued.queue, requeued.announced FROM requeued;
 -- Cancel ONE live job. A queued row is cancelled at once; a running one is cancelled
 -- too, and its worker finds out at its next heartbeat (the fenced renewal no longer
 -- matches), cancels the run's token, and its late settle matches nothing. `was` is
--- the state it was cancelled from (the job_cancelled signal tells it, P4).
+-- the state it was cancelled from (the job_cancelled signal tells it, P4);
+-- `parent_id` lets the caller wake a parent on another alias (S11, Q1).
 UPDATE ultimate_jobs_job AS job
    SET state = 'cancelled',
        finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -881,7 +882,7 @@ UPDATE ultimate_jobs_job AS job
        ) AS before
  WHERE job.id = before.id
    AND job.state IN ('ready', 'delayed', 'running', 'suspended')
-RETURNING job.id, job.name, before.state AS was;
+RETURNING job.id, job.name, before.state AS was, job.parent_id;
 
 -- name: job_promote :many
 -- Make ONE job waiting on its run time due now ('delayed' or 'suspended' become ready),
