@@ -156,6 +156,19 @@ class Placement:
         values="threads",
         doc="handler threads per worker process",
     )
+    PREFETCH: int | None = _key(
+        None,
+        kind="count",
+        least=0,
+        most=MAX_THREADS,
+        optional=True,
+        values="rows",
+        shown="half of `CONCURRENCY`, at most 8",
+        doc="rows a busy worker's claim takes beyond its free slots, so a handler that "
+        "finishes starts the next at once; their leases are renewed while they wait, "
+        "a drain hands them back uncounted; never for capped names or under a "
+        "per-process budget; `0` turns it off ([worker.md](worker.md#prefetch))",
+    )
     POOL_SIZE: int = _key(
         4,
         kind="count",

@@ -63,6 +63,16 @@ def refused(command: str, *args: str) -> str:
         ),
         (
             "jobs_worker",
+            ("--prefetch", "-1"),
+            "X_INVALID_ARGUMENT: --prefetch=-1: a whole number from 0 to 256",
+        ),
+        (
+            "jobs_worker",
+            ("--prefetch", "100000"),
+            "X_INVALID_ARGUMENT: --prefetch=100000: a whole number from 0 to 256",
+        ),
+        (
+            "jobs_worker",
             ("--max-jobs", "-1"),
             "X_INVALID_ARGUMENT: --max-jobs=-1: a whole number from 1 to",
         ),

@@ -21,6 +21,7 @@ def test_defaults():
     assert s.OUTBOX == "auto"
     assert s.DATABASE == "default"
     assert s.POOL_SIZE == 4  # docs/settings.md, docs/scaling.md
+    assert s.PREFETCH is None  # half of CONCURRENCY, at most 8 (runtime/worker.py)
 
 
 def test_settings_then_environment_win_in_order():
@@ -41,6 +42,10 @@ def test_settings_then_environment_win_in_order():
         ({}, {"ULTIMATE_JOBS_CONCURRENCY": "many"}, "CONCURRENCY"),
         ({"POOL_SIZE": 0}, {}, "POOL_SIZE"),
         ({}, {"ULTIMATE_JOBS_POOL_SIZE": "lots"}, "POOL_SIZE"),
+        ({"PREFETCH": -1}, {}, "PREFETCH"),  # issue 26: 0 turns it off, never less
+        ({"PREFETCH": 257}, {}, "PREFETCH"),  # past MAX_THREADS
+        ({"PREFETCH": 2.5}, {}, "PREFETCH"),
+        ({}, {"ULTIMATE_JOBS_PREFETCH": "some"}, "PREFETCH"),
         ({"LEASE": "0.5s"}, {}, "LEASE"),
         ({}, {"ULTIMATE_JOBS_LEASE": "forever"}, "LEASE"),
         ({"OUTBOX": "sometimes"}, {}, "OUTBOX"),
@@ -125,6 +130,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         "ULTIMATE_JOBS_DATABASE": "jobs",
         "ULTIMATE_JOBS_QUEUES": "mail,reports",
         "ULTIMATE_JOBS_CONCURRENCY": "16",
+        "ULTIMATE_JOBS_PREFETCH": "0",
         "ULTIMATE_JOBS_POOL_SIZE": "6",
         "ULTIMATE_JOBS_POLL_INTERVAL": "100ms",
         "ULTIMATE_JOBS_IDLE_POLL_MAX": "3s",
@@ -162,6 +168,7 @@ def test_every_key_is_read_from_the_environment_through_django_environ():
         DATABASE="jobs",
         QUEUES=("mail", "reports"),
         CONCURRENCY=16,
+        PREFETCH=0,
         POOL_SIZE=6,
         POLL_INTERVAL=0.1,
         IDLE_POLL_MAX=3.0,

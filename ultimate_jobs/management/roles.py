@@ -116,6 +116,7 @@ def _worker(options: RoleOptions) -> Role:
             limits=options.extra.get("limits"),  # per-process budgets (L3)
             alias=alias,
             share=share,
+            prefetch=options.extra.get("prefetch"),
         )
         for alias, served in by_alias.items()
     ]

@@ -115,20 +115,22 @@ class Claimer:
         a resumed wait, a promotion) and claims again."""
         self._claim_now = True
 
-    def run_once(self, limit: int) -> list[ClaimedJob]:
-        """One round: the runs to start now, in claim order (at most ``limit``)."""
+    def run_once(self, limit: int, *, prefetch: int = 0) -> list[ClaimedJob]:
+        """One round: the runs to start, in claim order: at most ``limit``, and up to
+        ``prefetch`` more of the plain names (the worker's PREFETCH: never a capped
+        name nor under a budget, which get exactly ``limit``)."""
         self.ended = 0
         started = time.monotonic()
         rows: list[ClaimedJob] = []
         if self._claim_now:
             self._claim_now = False
-            rows = self._claims(limit)
+            rows = self._claims(limit, prefetch)
             if not rows and not self.ended:
                 self._stage_now = True
         if not rows:
             if not self._staged_or_due() and not self.any_name:
                 return []  # nothing due, nothing ready: the idle poll was one statement
-            rows = self._claims(limit)
+            rows = self._claims(limit, prefetch)
         metrics.claim_finished(time.monotonic() - started)
         admitted: list[ClaimedJob] = []
         for row in rows:
@@ -141,9 +143,10 @@ class Claimer:
             admitted.append(row)
         return admitted
 
-    def _claims(self, limit: int) -> list[ClaimedJob]:
-        """The plain claim, then the limited one for what room it left."""
-        rows = self._claim_plain(limit)
+    def _claims(self, limit: int, prefetch: int = 0) -> list[ClaimedJob]:
+        """The plain claim (``prefetch`` rows past ``limit`` too), then the limited one
+        for what room it left of ``limit``."""
+        rows = self._claim_plain(limit + prefetch)
         if (self.limited_names or self.any_name) and len(rows) < limit:
             rows += self._claimed_rows(
                 JOB_CLAIM,
@@ -209,7 +212,7 @@ class Claimer:
         return rows[0]["staged"], rows[0]["ready"]
 
     def _claim_plain(self, limit: int) -> list[ClaimedJob]:
-        if not self.plain_names:
+        if not self.plain_names or limit <= 0:
             return []
         return self._claimed_rows(
             JOB_CLAIM_PLAIN,

@@ -3,7 +3,13 @@
 A run is held from the claim that took it until its handler thread let it go. The
 claimer reads the ledger to size the next claim (W2, L3), the heartbeat renews what it
 holds (W4), the pool adds and removes runs, and the drain waits for it to empty (W6).
-The ledger owns the one lock and the condition they all use; nothing else locks.
+
+A claim's rows wait in the ledger's queue until a handler thread takes one (``take``):
+a claim is handed over in one step (one notify for the batch, issue 26), and a handler
+that finishes takes the next waiting row without a wake from the claim loop. A row
+that waits is prefetched (``Held.started`` False): its lease is renewed like any held
+run's (W4), and a drain hands it back without running it (``withhold``/``withdraw``).
+The ledger owns the one lock and the conditions they all use; nothing else locks.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ultimate_jobs.ground.cancel import CancelToken
@@ -30,6 +37,9 @@ class Held:
     # Failed at its deadline while the body runs on, ignoring its token (S6): its
     # handler thread is lost capacity until the body returns.
     overrun: bool = False
+    # A handler thread took it and runs its body; until then it is prefetched: it
+    # waits in the ledger's queue, its lease renewed, never started after a drain began.
+    started: bool = False
 
 
 class Ledger:
@@ -37,8 +47,19 @@ class Ledger:
 
     def __init__(self) -> None:
         self._held: dict[uuid.UUID, Held] = {}
+        self._waiting: deque[Held] = deque()  # claimed, no handler took them yet
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._changed = threading.Condition(self._lock)  # a run left (wait_empty)
+        self._ready = threading.Condition(self._lock)  # a run waits (take)
+        self._watchers = 0  # threads in wait_empty: only they need ``_changed``
+        # Read without the lock (a plain int under the GIL) by the claim loop's wake
+        # test after each run; exact under the lock.
+        self.held_count = 0
+        self.waiting_count = 0
+        # W6: set (without the lock: a signal handler sets it) when a drain began; no
+        # waiting run starts from then on.
+        self.withholding = False
+        self._closed = False
 
     def __len__(self) -> int:
         with self._lock:
@@ -49,15 +70,66 @@ class Ledger:
             return job_id in self._held
 
     def add(self, row: ClaimedJob) -> Held:
-        entry = Held(row)
-        with self._lock:
-            self._held[row["id"]] = entry
+        [entry] = self.add_all((row,))
         return entry
+
+    def add_all(self, rows: Iterable[ClaimedJob]) -> list[Held]:
+        """Hold a claim's rows and queue them for the handler threads: one lock and one
+        notify for the batch, waking at most as many idle handlers as rows."""
+        entries = [Held(row) for row in rows]
+        if not entries:
+            return entries
+        with self._lock:
+            held = self._held
+            for entry in entries:
+                held[entry.row["id"]] = entry
+            self._waiting.extend(entries)
+            self.held_count = len(held)
+            self.waiting_count = len(self._waiting)
+            self._ready.notify(len(entries))
+        return entries
+
+    def take(self) -> Held | None:
+        """A handler thread's next run, waiting for one; None once the ledger closed.
+        A drain (``withholding``) starts no waiting run: they wait to be withdrawn."""
+        with self._lock:
+            while not self._closed:
+                if self._waiting and not self.withholding:
+                    entry = self._waiting.popleft()
+                    self.waiting_count = len(self._waiting)
+                    entry.started = True
+                    return entry
+                self._ready.wait()
+            return None
+
+    def withdraw(self) -> list[Held]:
+        """Stop starting waiting runs and take them out of the ledger (W6): the drain
+        hands them back. Answers them in claim order."""
+        with self._lock:
+            self.withholding = True
+            entries = list(self._waiting)
+            self._waiting.clear()
+            for entry in entries:
+                self._held.pop(entry.row["id"], None)
+            self.held_count = len(self._held)
+            self.waiting_count = 0
+            if self._watchers:
+                self._changed.notify_all()
+            return entries
+
+    def close(self) -> None:
+        """End ``take`` in every handler thread (the worker's own stop, W9)."""
+        with self._lock:
+            self._closed = True
+            self._ready.notify_all()
 
     def remove(self, entry: Held) -> None:
         with self._lock:
-            self._held.pop(entry.row["id"], None)
-            self._changed.notify_all()
+            held = self._held
+            held.pop(entry.row["id"], None)
+            self.held_count = len(held)
+            if self._watchers:
+                self._changed.notify_all()
 
     def entries(self) -> list[Held]:
         with self._lock:
@@ -109,9 +181,13 @@ class Ledger:
         """Wait until nothing is held, ``deadline`` (monotonic) passes or ``stop`` is
         set; answer the runs still unsettled then."""
         with self._lock:
-            while self._held and not stop.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(min(remaining, 0.5))
+            self._watchers += 1
+            try:
+                while self._held and not stop.is_set():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(min(remaining, 0.5))
+            finally:
+                self._watchers -= 1
             return [entry for entry in self._held.values() if not entry.settling]

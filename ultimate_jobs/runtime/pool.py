@@ -1,25 +1,27 @@
 """The pool: the handler threads that run held jobs, and the drain (W6, W9, S6).
 
-``concurrency`` handler threads take held runs from a queue and execute them
-(executor.py) through ``POOL_SIZE`` database connections they share. A run leaves
-the ledger when its handler is done with it, whatever happened: its slot comes free
-and the claim loop hears of it. Nothing but the worker's own stop ends a handler
-thread (W9). The drain (W6) waits DRAIN_TIMEOUT for the held runs to finish, then
-hands the rest back to the queue with their attempt counted.
+``concurrency`` handler threads take held runs from the ledger's queue (held.py: a
+claim's rows are handed over at once, and a handler that finishes takes the next
+waiting row without a wake) and execute them (executor.py) through ``POOL_SIZE``
+database connections they share. A run leaves the ledger when its handler is done
+with it, whatever happened: its slot comes free and the claim loop hears of it.
+Nothing but the worker's own stop ends a handler thread (W9). The drain (W6) first
+hands back the prefetched runs no handler started, their attempt NOT counted (they
+never ran), then waits DRAIN_TIMEOUT for the started ones to finish and hands the
+rest back to the queue with their attempt counted.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import queue as queue_module
 import threading
 import time
 from collections.abc import Callable
 
 from ultimate_jobs.db import DatabasePool, DirectDatabase
 from ultimate_jobs.declaration.registry import Registry
-from ultimate_jobs.ground.cancel import DRAINING
+from ultimate_jobs.ground.cancel import CANCELLED, DRAINING, LEASE_LOST
 from ultimate_jobs.ground.exceptions import QueryError
 from ultimate_jobs.limits.slots import release_slots
 from ultimate_jobs.observability.redaction import logged_correlation
@@ -71,7 +73,6 @@ class Pool:
             size=min(size, concurrency),
             application_name=f"ultimate_jobs pool {worker_id}"[:63],
         )
-        self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     def open(self) -> None:
@@ -93,12 +94,15 @@ class Pool:
             self._threads.append(thread)
 
     def submit(self, row: ClaimedJob) -> None:
-        self._work.put(self.ledger.add(row))
+        self.ledger.add_all((row,))
+
+    def submit_all(self, rows: list[ClaimedJob]) -> None:
+        """Hand a claim's rows to the handler threads in one step (issue 26)."""
+        self.ledger.add_all(rows)
 
     def close(self) -> None:
         """Let the handlers finish, then close the shared connections."""
-        for _ in self._threads:
-            self._work.put(None)
+        self.ledger.close()
         # A handler that just settled may still be releasing its slot (L1): the pool
         # closes once the handlers are done, or after a short grace (a body the drain
         # abandoned may never end; its writes are fenced anyway), or at once after a
@@ -125,14 +129,23 @@ class Pool:
                 pool.shared(), retry_for=self.lease, stop=stop, alias=self.alias
             ),
         )
-        while True:
-            entry = self._work.get()
-            if entry is None:
-                return
+        take = self.ledger.take
+        while (entry := take()) is not None:
             self._run_one(executor, entry)
 
     def _run_one(self, executor: Executor, entry: Held) -> None:
         started = time.monotonic()
+        token = entry.token
+        if token.is_set() and token.reason in (LEASE_LOST, CANCELLED):
+            # It waited prefetched and the row is no longer ours (the heartbeat lost
+            # its lease, or an operator cancelled it): its body never starts.
+            logger.warning(
+                "jobs.settle.unowned",
+                extra={"job_id": str(entry.row["id"]), "reason": token.reason},
+            )
+            self.ledger.remove(entry)
+            self.on_freed(entry.row)
+            return
 
         def overrun() -> None:
             self.ledger.overran(entry)
@@ -191,12 +204,20 @@ class Pool:
         for entry in self.ledger.entries():
             entry.token.cancel(DRAINING)
 
-    def drain(self, db: DirectDatabase, timeout: float, worker_id: str) -> int:
-        """Wait ``timeout`` for the held runs to end; hand the rest back to the queue
-        with their attempt counted (W6). Answers how many were handed back."""
+    def drain(
+        self, db: DirectDatabase, timeout: float, worker_id: str, *, withhold: bool
+    ) -> int:
+        """Hand back at once the prefetched runs no handler started (``withhold``: a
+        drain, not --max-jobs), attempt not counted; wait ``timeout`` for the held runs
+        to end; hand the rest back to the queue, the started ones with their attempt
+        counted (W6). Answers how many were handed back counted."""
+        if withhold:
+            self._hand_back_waiting(db, worker_id)
         left = self.ledger.wait_empty(
             time.monotonic() + timeout, self.lifecycle.abandoning
         )
+        self._hand_back_waiting(db, worker_id)  # --max-jobs' runs never started
+        left = [entry for entry in left if entry.started]
         if not left:
             return 0
         logger.error(
@@ -216,3 +237,28 @@ class Pool:
                     extra={"job_id": str(entry.row["id"]), "error": str(exc)},
                 )
         return released
+
+    def _hand_back_waiting(self, db: DirectDatabase, worker_id: str) -> None:
+        """W6: the prefetched runs no handler started go back to the queue at once,
+        claimable by the next worker, their attempt NOT counted (their body never ran);
+        one that cannot be written comes back when its lease lapses (W5)."""
+        waiting = self.ledger.withdraw()
+        if not waiting:
+            return
+        settler = Settler(db)
+        returned = 0
+        for entry in waiting:
+            entry.token.cancel(DRAINING)
+            try:
+                returned += settler.release(entry.row, uncount=True)
+            except QueryError as exc:
+                logger.error(
+                    "jobs.worker.release-failed",
+                    extra={"job_id": str(entry.row["id"]), "error": str(exc)},
+                )
+            release_slots(db, entry.row)  # a capped row's slot (L1), if it had one
+            self.on_freed(entry.row)
+        logger.info(
+            "jobs.worker.prefetch-returned",
+            extra={"worker_id": worker_id, "jobs": returned, "held": len(waiting)},
+        )

@@ -7,9 +7,13 @@ the claim loop; ``run_once()`` is one round of it. Threads, each with its own da
 connection (``DirectDatabase``):
 
 * the claim loop (the caller's thread): one statement takes at most as many rows as
-  there are free slots (W2), so a backlog never becomes an unbounded fan-out: the plain
-  claim for declared jobs without a fleet cap, the limited claim for capped ones (or
-  all, under a budget), and only names this deploy declares. Due delayed rows and
+  there are free slots (W2), plus at most ``PREFETCH`` more for the plain claim, so a
+  backlog never becomes an unbounded fan-out: the plain claim for declared jobs
+  without a fleet cap, the limited claim for capped ones (or all, under a budget:
+  exactly the free slots, never prefetched), and only names this deploy declares.
+  A claim's rows are handed to the handler threads in one step; prefetched rows wait
+  in the ledger, their leases renewed (W4), and a handler that finishes takes the next
+  one without a wake. While busy the loop claims again once a batch is worth it. Due delayed rows and
   lapsed leases reach 'ready' through a staging pass (W5) at most once per poll
   interval and at every wake; while idle that pass is the one statement of a poll. It sleeps
   on an event that a finishing job sets when the worker was full (a slot coming free
@@ -30,7 +34,8 @@ Every write about a job is fenced on the claim token the claim stamped (W3). Sto
 comes through the process's Lifecycle (lifecycle.py): the first SIGTERM/SIGINT starts a
 drain (W6): claiming stops at once, every held run's token is set with DRAINING, and
 in-flight bodies get DRAIN_TIMEOUT to finish; the rest are handed back to the queue
-with their attempt counted. A second signal ends the drain at once.
+with their attempt counted. Prefetched rows no handler started are handed back at once,
+their attempt not counted, and never run. A second signal ends the drain at once.
 """
 
 from __future__ import annotations
@@ -70,6 +75,15 @@ GATHER = 0.002
 # throttle held back (seconds): bounds such a row's wait to this, not a poll.
 RELOOK = 0.02
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
+# PREFETCH's default: the claim's rows beyond the free slots, half the concurrency up
+# to this (measured at c=16, docs/benchmarks.md, issue 26).
+DEFAULT_PREFETCH_MAX = 8
+
+
+def default_prefetch(concurrency: int) -> int:
+    """PREFETCH unset: half the concurrency, at most DEFAULT_PREFETCH_MAX (0 for one
+    thread: nothing to overlap)."""
+    return min(concurrency // 2, DEFAULT_PREFETCH_MAX)
 
 
 @dataclass
@@ -100,6 +114,7 @@ class Worker:
         limits: Limits | None = None,
         alias: str | None = None,
         share: SlotShare | None = None,
+        prefetch: int | None = None,
     ) -> None:
         self.settings = settings = settings or get_settings()
         # Q1: the alias whose queues this worker claims (DATABASE unless a process
@@ -123,6 +138,21 @@ class Worker:
         self.stats = WorkerStats()
         self.budget = Budget(limits)  # per-process budgets (L3); fleet caps are in SQL
         self.ledger = Ledger()
+        # Rows the plain claim takes beyond the free slots (issue 26): none under a
+        # process budget (L3: every name is claimed for exactly the free slots) or when
+        # aliases share the slots (their pools would start them past the share).
+        if prefetch is None:
+            prefetch = settings.PREFETCH
+        if prefetch is None:
+            prefetch = default_prefetch(self.concurrency)
+        if self.budget.limits.bounded or share is not None:
+            prefetch = 0
+        self.prefetch = prefetch
+        # While busy, the rows worth one claim statement (N3): a quarter of the slots,
+        # or half the prefetch, so the other half covers the claim's round trip.
+        self._batch = max(
+            min(max(2, self.concurrency // 4), self.concurrency), (prefetch + 1) // 2
+        )
         self._wake = threading.Event()
         self._saturated = False
         self._claims_left = max_jobs
@@ -206,7 +236,10 @@ class Worker:
         try:
             self._claim_loop()
             self.stats.abandoned += self.pool.drain(
-                self.db, self.settings.DRAIN_TIMEOUT, self.worker_id
+                self.db,
+                self.settings.DRAIN_TIMEOUT,
+                self.worker_id,
+                withhold=self.lifecycle.reason != FINISH,
             )
         finally:
             # Completions handed over before the drain ended are written first.
@@ -258,29 +291,36 @@ class Worker:
     # -- claiming ----------------------------------------------------------------
 
     def run_once(self) -> int | None:
-        """One round of the claim loop: claim for the free slots and hand the runs to
-        the pool. Answers how many it started, None when no slot was free."""
+        """One round of the claim loop: claim for the free slots (and PREFETCH more of
+        the plain names) and hand the runs to the pool. Answers how many it started,
+        None when there was no room, or when prefetched rows keep every handler busy
+        and a claim would not yet be worth its statement."""
         free = self._free_slots()
-        if free <= 0:
+        room = self._room(free)
+        if room <= 0:
             return None
-        gather_until = min(max(2, self.concurrency // 4), self.concurrency)
-        if self._saturated and free < gather_until:
+        if self._saturated and room < self._batch:
+            if self.prefetch and self.ledger.waiting_count:
+                return None  # the handlers have rows: claim once a batch is worth it
             # Busy: let a few more slots come free so one claim fills them (N3),
             # rather than one claim statement per finished job. With one slot no
             # other can come free: waiting would only stall every claim.
             self.lifecycle.wait(min(GATHER, self.settings.POLL_INTERVAL))
             free = self._free_slots()
-        taken = free if self.share is None else self.share.take(free)
-        if taken <= 0:
+            room = self._room(free)
+        slots = max(free, 0)
+        taken = slots if self.share is None else self.share.take(slots)
+        if taken <= 0 and room <= slots:
             return None  # the other aliases' loops hold every slot
         claimed = 0
+        extra = room - slots  # prefetch only for the plain names; 0 with a share
         try:
-            claimed = self._claim(taken)
+            claimed = self._claim(taken, extra)
         finally:
             if self.share is not None:
                 self.share.give(taken - claimed, wake=False)  # left unfilled
         # Under a budget a finishing run may make room: it wakes the loop (L3).
-        self._saturated = claimed >= free or self.budget.limits.bounded
+        self._saturated = claimed >= taken + extra or self.budget.limits.bounded
         return claimed
 
     def _claim_loop(self) -> None:
@@ -327,6 +367,7 @@ class Worker:
             self._wake.clear()
 
     def _free_slots(self) -> int:
+        """The slots no held run takes (W2): negative while prefetched rows wait."""
         free = self.ledger.free(lambda held: self.budget.free(self.concurrency, held))
         if self._claims_left is not None:
             if self._claims_left <= 0:
@@ -334,12 +375,21 @@ class Worker:
             free = min(free, self._claims_left)
         return free
 
-    def _claim(self, limit: int) -> int:
-        if limit <= 0:
+    def _room(self, free: int) -> int:
+        """What the plain claim may take: the free slots plus PREFETCH, within what
+        --max-jobs leaves (every claimed row counts: it is run, max_jobs stays exact)."""
+        if not self.prefetch:
+            return free
+        room = free + self.prefetch
+        if self._claims_left is not None:
+            room = min(room, self._claims_left)
+        return room
+
+    def _claim(self, limit: int, prefetch: int = 0) -> int:
+        if limit <= 0 and prefetch <= 0:
             return 0
-        rows = self.claimer.run_once(limit)
-        for row in rows:
-            self.pool.submit(row)
+        rows = self.claimer.run_once(limit, prefetch=prefetch)
+        self.pool.submit_all(rows)
         claimed = len(rows)
         self.stats.claimed += claimed
         if self._claims_left is not None:
@@ -350,8 +400,15 @@ class Worker:
         """A run left the ledger: its slot is free for this loop and the others."""
         if self.share is not None:
             self.share.give(1)  # wakes the other aliases' claim loops too
-        capped = row.get("lease_key") is not None
-        if self._saturated or capped or self.lifecycle.stopping.is_set():
+        if row.get("lease_key") is not None or self.lifecycle.stopping.is_set():
+            self._wake.set()
+        elif self._saturated and (
+            not self.prefetch
+            or not self.ledger.waiting_count
+            or self.concurrency + self.prefetch - self.ledger.held_count >= self._batch
+        ):
+            # With prefetched rows waiting, the loop wakes only when a claim is worth
+            # its statement (or the handlers ran out of rows), not per finished run.
             self._wake.set()
 
     # -- stopping ----------------------------------------------------------------
@@ -359,7 +416,10 @@ class Worker:
     def _on_stop(self, reason: str) -> None:
         self._wake.set()
         if reason == FINISH:
-            return  # --max-jobs: the runs in flight finish undisturbed
+            return  # --max-jobs: the runs in flight (prefetched too) finish undisturbed
+        # W6: no prefetched row starts from now on (a plain write: a signal handler
+        # runs this); the drain hands them back, attempt not counted.
+        self.ledger.withholding = True
         self.pool.cancel_all()
 
     def _held(self, purpose: str) -> HeldFallback:

@@ -50,6 +50,12 @@ class Command(BaseCommand):
             "--concurrency", type=int, help="handler threads (default: CONCURRENCY)"
         )
         parser.add_argument(
+            "--prefetch",
+            type=int,
+            help="rows a busy claim takes beyond the free slots, 0 for none "
+            f"(default: PREFETCH; at most {MAX_CONCURRENCY})",
+        )
+        parser.add_argument(
             "--roles",
             default=",".join(DEFAULT_ROLES),
             help=f"comma-separated roles to run in this process (known: {', '.join(ROLES)})",
@@ -146,7 +152,7 @@ class Command(BaseCommand):
                 concurrency=options["concurrency"],
                 worker_id=options["worker_id"],
                 max_jobs=options["max_jobs"],
-                extra={"limits": limits},
+                extra={"limits": limits, "prefetch": options["prefetch"]},
             )
         )
 
@@ -156,5 +162,7 @@ def _check_sizes(options: dict[str, Any]) -> None:
     check_processes(options["processes"], force=options["force"])
     if options["concurrency"] is not None:
         check_count("--concurrency", options["concurrency"], high=MAX_CONCURRENCY)
+    if options["prefetch"] is not None:
+        check_count("--prefetch", options["prefetch"], high=MAX_CONCURRENCY, low=0)
     if options["max_jobs"] is not None:
         check_count("--max-jobs", options["max_jobs"], high=MAX_JOBS)
