@@ -163,7 +163,7 @@ class Placement:
         most=MAX_THREADS,
         optional=True,
         values="rows",
-        shown="half of `CONCURRENCY`, at most 8",
+        shown="`CONCURRENCY`, at most 16 (0 at concurrency 1)",
         doc="rows a busy worker's claim takes beyond its free slots, so a handler that "
         "finishes starts the next at once; their leases are renewed while they wait, "
         "a drain hands them back uncounted; never for capped names or under a "

@@ -33,9 +33,9 @@ def enqueue_noops(count: int) -> list[uuid.UUID]:
     return [noop.enqueue(key=f"n{i}").id for i in range(count)]
 
 
-def test_the_default_is_half_the_concurrency_at_most_eight():
-    assert [default_prefetch(c) for c in (1, 2, 4, 8, 16, 64)] == [0, 1, 2, 4, 8, 8]
-    assert worker(concurrency=16, prefetch=None).prefetch == 8
+def test_the_default_is_the_concurrency_at_most_sixteen():
+    assert [default_prefetch(c) for c in (1, 2, 4, 8, 16, 64)] == [0, 2, 4, 8, 16, 16]
+    assert worker(concurrency=16, prefetch=None).prefetch == 16
     assert worker(concurrency=16, prefetch=0).prefetch == 0
 
 
@@ -134,11 +134,11 @@ def test_a_drain_hands_back_the_unstarted_rows_uncounted_at_once():
     w = worker(concurrency=4, prefetch=2)
     try:
         assert w.run_once() == 6
-        started = w.ledger.take()  # one handler took one row: its body runs
-        assert started is not None and started.started
+        started, other, *_ = w.ledger.entries()
+        assert w.ledger.start(started)  # one handler took one row: its body runs
         w.lifecycle.stop(DRAIN)
         assert w.ledger.withholding
-        # A handler asking now gets nothing to start (it would wait).
+        assert not w.ledger.start(other)  # from now on no waiting row starts
         returned = w.pool.drain(w.db, 0.05, w.worker_id, withhold=True)
         assert returned == 1  # the started one, at the deadline, counted
         rows = {job.id: job for job in Job.objects.filter(id__in=ids)}
@@ -159,8 +159,8 @@ def test_max_jobs_runs_its_prefetched_rows_and_hands_back_only_at_the_deadline()
         assert w.run_once() == 3
         w.lifecycle.stop(FINISH)
         assert not w.ledger.withholding
-        first = w.ledger.take()
-        assert first is not None  # FINISH: a handler still takes a waiting row
+        first = w.ledger.entries()[0]
+        assert w.ledger.start(first)  # FINISH: a handler still starts a waiting row
         assert w.pool.drain(w.db, 0.05, w.worker_id, withhold=False) == 1
         states = dict(Job.objects.filter(id__in=ids).values_list("id", "attempt"))
         assert states[first.row["id"]] == 1

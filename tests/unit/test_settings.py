@@ -21,7 +21,7 @@ def test_defaults():
     assert s.OUTBOX == "auto"
     assert s.DATABASE == "default"
     assert s.POOL_SIZE == 4  # docs/settings.md, docs/scaling.md
-    assert s.PREFETCH is None  # half of CONCURRENCY, at most 8 (runtime/worker.py)
+    assert s.PREFETCH is None  # CONCURRENCY, at most 16 (runtime/worker.py)
 
 
 def test_settings_then_environment_win_in_order():

@@ -4,11 +4,10 @@ A run is held from the claim that took it until its handler thread let it go. Th
 claimer reads the ledger to size the next claim (W2, L3), the heartbeat renews what it
 holds (W4), the pool adds and removes runs, and the drain waits for it to empty (W6).
 
-A claim's rows wait in the ledger's queue until a handler thread takes one (``take``):
-a claim is handed over in one step (one notify for the batch, issue 26), and a handler
-that finishes takes the next waiting row without a wake from the claim loop. A row
-that waits is prefetched (``Held.started`` False): its lease is renewed like any held
-run's (W4), and a drain hands it back without running it (``withhold``/``withdraw``).
+A claim's rows are held in one step (``add_all``) and wait until a handler thread
+starts one (``start``): a row that waits is prefetched (``Held.started`` False), its
+lease renewed like any held run's (W4); once a drain began none starts, and the drain
+takes them back (``withholding``, ``withdraw``) to hand them back unrun (W6).
 The ledger owns the one lock and the conditions they all use; nothing else locks.
 """
 
@@ -17,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -47,10 +45,8 @@ class Ledger:
 
     def __init__(self) -> None:
         self._held: dict[uuid.UUID, Held] = {}
-        self._waiting: deque[Held] = deque()  # claimed, no handler took them yet
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # a run left (wait_empty)
-        self._ready = threading.Condition(self._lock)  # a run waits (take)
         self._watchers = 0  # threads in wait_empty: only they need ``_changed``
         # Read without the lock (a plain int under the GIL) by the claim loop's wake
         # test after each run; exact under the lock.
@@ -59,7 +55,6 @@ class Ledger:
         # W6: set (without the lock: a signal handler sets it) when a drain began; no
         # waiting run starts from then on.
         self.withholding = False
-        self._closed = False
 
     def __len__(self) -> int:
         with self._lock:
@@ -74,8 +69,8 @@ class Ledger:
         return entry
 
     def add_all(self, rows: Iterable[ClaimedJob]) -> list[Held]:
-        """Hold a claim's rows and queue them for the handler threads: one lock and one
-        notify for the batch, waking at most as many idle handlers as rows."""
+        """Hold a claim's rows, in one lock; they wait (not started) until a handler
+        thread starts one (``start``)."""
         entries = [Held(row) for row in rows]
         if not entries:
             return entries
@@ -83,45 +78,33 @@ class Ledger:
             held = self._held
             for entry in entries:
                 held[entry.row["id"]] = entry
-            self._waiting.extend(entries)
             self.held_count = len(held)
-            self.waiting_count = len(self._waiting)
-            self._ready.notify(len(entries))
+            self.waiting_count += len(entries)
         return entries
 
-    def take(self) -> Held | None:
-        """A handler thread's next run, waiting for one; None once the ledger closed.
-        A drain (``withholding``) starts no waiting run: they wait to be withdrawn."""
+    def start(self, entry: Held) -> bool:
+        """A handler thread is about to run ``entry``'s body: False when a drain began
+        (``withholding``) or withdrew it, and then it must not run."""
         with self._lock:
-            while not self._closed:
-                if self._waiting and not self.withholding:
-                    entry = self._waiting.popleft()
-                    self.waiting_count = len(self._waiting)
-                    entry.started = True
-                    return entry
-                self._ready.wait()
-            return None
+            if self.withholding or entry.started or entry.row["id"] not in self._held:
+                return False
+            entry.started = True
+            self.waiting_count -= 1
+            return True
 
     def withdraw(self) -> list[Held]:
-        """Stop starting waiting runs and take them out of the ledger (W6): the drain
-        hands them back. Answers them in claim order."""
+        """Start no waiting run from now on and take them out of the ledger (W6): the
+        drain hands them back. Answers them in claim order."""
         with self._lock:
             self.withholding = True
-            entries = list(self._waiting)
-            self._waiting.clear()
+            entries = [entry for entry in self._held.values() if not entry.started]
             for entry in entries:
-                self._held.pop(entry.row["id"], None)
+                del self._held[entry.row["id"]]
             self.held_count = len(self._held)
             self.waiting_count = 0
             if self._watchers:
                 self._changed.notify_all()
             return entries
-
-    def close(self) -> None:
-        """End ``take`` in every handler thread (the worker's own stop, W9)."""
-        with self._lock:
-            self._closed = True
-            self._ready.notify_all()
 
     def remove(self, entry: Held) -> None:
         with self._lock:

@@ -1,8 +1,8 @@
 """The pool: the handler threads that run held jobs, and the drain (W6, W9, S6).
 
-``concurrency`` handler threads take held runs from the ledger's queue (held.py: a
-claim's rows are handed over at once, and a handler that finishes takes the next
-waiting row without a wake) and execute them (executor.py) through ``POOL_SIZE``
+``concurrency`` handler threads take held runs from one queue in claim order (a
+handler that finishes takes the next waiting, prefetched row at once, without a wake
+from the claim loop) and execute them (executor.py) through ``POOL_SIZE``
 database connections they share. A run leaves the ledger when its handler is done
 with it, whatever happened: its slot comes free and the claim loop hears of it.
 Nothing but the worker's own stop ends a handler thread (W9). The drain (W6) first
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import queue as queue_module
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ultimate_jobs.db import DatabasePool, DirectDatabase
 from ultimate_jobs.declaration.registry import Registry
@@ -73,6 +74,9 @@ class Pool:
             size=min(size, concurrency),
             application_name=f"ultimate_jobs pool {worker_id}"[:63],
         )
+        # The held runs in claim order: a handler that finishes takes the next one
+        # at once (a C queue: no wake unless it waited for one).
+        self._work: queue_module.SimpleQueue[Held | None] = queue_module.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     def open(self) -> None:
@@ -94,15 +98,18 @@ class Pool:
             self._threads.append(thread)
 
     def submit(self, row: ClaimedJob) -> None:
-        self.ledger.add_all((row,))
+        self.submit_all((row,))
 
-    def submit_all(self, rows: list[ClaimedJob]) -> None:
-        """Hand a claim's rows to the handler threads in one step (issue 26)."""
-        self.ledger.add_all(rows)
+    def submit_all(self, rows: Sequence[ClaimedJob]) -> None:
+        """Hold a claim's rows in one step and queue them for the handler threads."""
+        put = self._work.put
+        for entry in self.ledger.add_all(rows):
+            put(entry)
 
     def close(self) -> None:
         """Let the handlers finish, then close the shared connections."""
-        self.ledger.close()
+        for _ in self._threads:
+            self._work.put(None)
         # A handler that just settled may still be releasing its slot (L1): the pool
         # closes once the handlers are done, or after a short grace (a body the drain
         # abandoned may never end; its writes are fenced anyway), or at once after a
@@ -129,9 +136,10 @@ class Pool:
                 pool.shared(), retry_for=self.lease, stop=stop, alias=self.alias
             ),
         )
-        take = self.ledger.take
+        take, start = self._work.get, self.ledger.start
         while (entry := take()) is not None:
-            self._run_one(executor, entry)
+            if start(entry):  # never after a drain began (W6): the drain hands it back
+                self._run_one(executor, entry)
 
     def _run_one(self, executor: Executor, entry: Held) -> None:
         started = time.monotonic()

@@ -75,15 +75,15 @@ GATHER = 0.002
 # throttle held back (seconds): bounds such a row's wait to this, not a poll.
 RELOOK = 0.02
 MAX_WORKER_ID = 200  # the registry's id column and the job rows' worker_id
-# PREFETCH's default: the claim's rows beyond the free slots, half the concurrency up
-# to this (measured at c=16, docs/benchmarks.md, issue 26).
-DEFAULT_PREFETCH_MAX = 8
+# PREFETCH's default: as many rows as threads, at most this (measured at c=16:
+# docs/benchmarks.md, issue 26).
+DEFAULT_PREFETCH_MAX = 16
 
 
 def default_prefetch(concurrency: int) -> int:
-    """PREFETCH unset: half the concurrency, at most DEFAULT_PREFETCH_MAX (0 for one
-    thread: nothing to overlap)."""
-    return min(concurrency // 2, DEFAULT_PREFETCH_MAX)
+    """PREFETCH unset: as many as the threads, at most DEFAULT_PREFETCH_MAX; none for
+    one thread (a serial worker stays one job at a time)."""
+    return 0 if concurrency <= 1 else min(concurrency, DEFAULT_PREFETCH_MAX)
 
 
 @dataclass
