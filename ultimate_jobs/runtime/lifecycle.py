@@ -80,7 +80,17 @@ class Lifecycle:
                 said["drain_up_to"] = f"{self.drain_timeout:g}s"
             said["stop_now"] = "press Ctrl-C again (or send a second SIGTERM)"
             logger.warning("jobs.process.draining", extra=said)
-            self.stop(DRAIN)
+            self._off_handler(self.stop, DRAIN)
         else:
             logger.error("jobs.process.drain-cut", extra={"signal": name})
-            self.abandon()
+            self._off_handler(self.abandon)
+
+    @staticmethod
+    def _off_handler(action: Callable[..., None], *args: str) -> None:
+        """Run a stop and its callbacks in a thread of their own, not in the handler:
+        a signal interrupts the main thread between any two bytecodes, even inside a
+        lock the callbacks take (the worker's ledger, its wake event), and taking it
+        again there would deadlock the main thread (the claim loop) for good."""
+        threading.Thread(
+            target=action, args=args, name="jobs-stop", daemon=True
+        ).start()
