@@ -14,6 +14,7 @@ from django.utils import timezone
 from tests.testapp.jobs import capped, noop
 from ultimate_jobs.conf import load_settings
 from ultimate_jobs.db import DirectDatabase
+from ultimate_jobs.ground.cancel import LEASE_LOST
 from ultimate_jobs.limits.budgets import Limits
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH
@@ -165,5 +166,27 @@ def test_max_jobs_runs_its_prefetched_rows_and_hands_back_only_at_the_deadline()
         states = dict(Job.objects.filter(id__in=ids).values_list("id", "attempt"))
         assert states[first.row["id"]] == 1
         assert sorted(v for k, v in states.items() if k != first.row["id"]) == [0, 0]
+    finally:
+        w.db.close()
+
+
+def test_a_prefetched_row_whose_lease_was_lost_while_waiting_never_starts():
+    """W3, W4: the heartbeat cancelled its token (LEASE_LOST): the row may be another
+    worker's now, so the handler that takes it drops it without running the body."""
+    [job_id] = enqueue_noops(1)
+    w = worker(concurrency=1, prefetch=0)
+    try:
+        assert w.run_once() == 1
+        [entry] = w.ledger.entries()
+        entry.token.cancel(LEASE_LOST)
+        assert w.ledger.start(entry)
+        w.pool._run_one(None, entry)  # type: ignore[arg-type]  # no executor is used
+        assert w.ledger.held_count == 0
+        row = Job.objects.get(pk=job_id)
+        assert (row.state, row.attempt, row.lease_owner) == (
+            "running",
+            1,
+            entry.row["lease_owner"],
+        )  # untouched: its lease lapses to whoever holds it (W5)
     finally:
         w.db.close()

@@ -11,9 +11,10 @@ connection (``DirectDatabase``):
   backlog never becomes an unbounded fan-out: the plain claim for declared jobs
   without a fleet cap, the limited claim for capped ones (or all, under a budget:
   exactly the free slots, never prefetched), and only names this deploy declares.
-  A claim's rows are handed to the handler threads in one step; prefetched rows wait
-  in the ledger, their leases renewed (W4), and a handler that finishes takes the next
-  one without a wake. While busy the loop claims again once a batch is worth it. Due delayed rows and
+  A claim's rows are held in one step and queued for the handler threads; prefetched
+  rows wait there, their leases renewed (W4), and a handler that finishes takes the
+  next one without a wake. While busy the loop claims again once half the prefetch is
+  taken (a batch worth a statement), not per finished run. Due delayed rows and
   lapsed leases reach 'ready' through a staging pass (W5) at most once per poll
   interval and at every wake; while idle that pass is the one statement of a poll. It sleeps
   on an event that a finishing job sets when the worker was full (a slot coming free
