@@ -39,7 +39,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from ultimate_jobs.ground import validate
 from ultimate_jobs.ground.exceptions import InvalidArgument
-from ultimate_jobs.observability.registered import QUEUE_COLLECTOR
+from ultimate_jobs.observability.metrics import QUEUE_COLLECTOR
 
 logger = logging.getLogger(__name__)
 

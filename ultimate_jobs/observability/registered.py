@@ -6,6 +6,9 @@ The counters and histograms the worker records (``JOBS``, ``JOB_DURATION``,
 queue gauges computed at scrape time (metrics.py's ``QueueCollector``) are registered
 here, as they were when metrics.py imported prometheus_client itself; what metrics.py
 counted before this module existed is added to them once (``metrics.materialize``).
+Reach these names through metrics.py (``metrics.QUEUE_COLLECTOR``, ``materialize()``),
+never by importing this module: an import that bypasses ``materialize`` would leave
+the worker recording into tallies nobody serves.
 """
 
 from __future__ import annotations
