@@ -40,6 +40,10 @@ class Checkout(UltimateJobs):
         env["PYTHONPATH"] = self.repo
         return env
 
+    def setup(self) -> None:
+        manage = os.path.join(self.repo, "manage.py")
+        self.run([self.python, manage, "migrate", "--noinput", "-v0"])
+
     def worker(self, concurrency: int, *, processes: int = 1) -> list[list[str]]:
         manage = os.path.join(self.repo, "manage.py")
         return [[self.python, manage, "jobs_worker", "--concurrency", str(concurrency)]]
