@@ -33,12 +33,34 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ultimate_jobs.maintenance.leader import Leadership
-    from ultimate_jobs.runtime.relay import Relay
-    from ultimate_jobs.sql.rows import Staged
+from ultimate_jobs.conf import JobsSettings
+from ultimate_jobs.sql.rows import Staged
+
+
+class Leader(Protocol):
+    """A lease a poll may renew (maintenance/leader.py Leadership)."""
+
+    role: str
+    holder: str
+    ttl: float
+
+    def carry(self, local: float, early: float) -> bool: ...
+
+    def renewed(self, sent: float, asked: datetime, row: Staged) -> bool: ...
+
+
+class IdleRelay(Protocol):
+    """A relay whose idle poll a worker's poll may stand in for (relay.py Relay)."""
+
+    idle: bool
+    settings: JobsSettings
+
+    def wake(self) -> None: ...
+
+    def polled(self, sent_at: float) -> None: ...
+
 
 # The job_stage parameters of a poll that carries nothing for the other roles.
 NO_RIDE: dict[str, Any] = {
@@ -54,11 +76,11 @@ class Ride:
 
     def __init__(self) -> None:
         self.horizon: Callable[[], float] | None = None  # the worker's next-poll bound
-        self.leadership: Callable[[], Leadership | None] = lambda: None
+        self.leadership: Callable[[], Leader | None] = lambda: None
         self.on_lost: Callable[[], None] = lambda: None  # the scheduler's nudge
-        self.relay: Relay | None = None
+        self.relay: IdleRelay | None = None
         self._lock = threading.Lock()
-        self._lead: tuple[Leadership, float, datetime] | None = None  # carried now
+        self._lead: tuple[Leader, float, datetime] | None = None  # carried now
         self._relay_asked = False
 
     def grace(self, renew_every: float) -> float:
@@ -74,7 +96,7 @@ class Ride:
         lead = self.leadership()
         horizon = self.horizon() if self.horizon is not None else 0.0
         sent = time.monotonic()
-        carried: tuple[Leadership, float, datetime] | None = None
+        carried: tuple[Leader, float, datetime] | None = None
         if lead is not None and lead.carry(sent, horizon / 2):
             carried = (lead, sent, datetime.now(UTC))
             params.update(leader_role=lead.role, leader_holder=lead.holder)
