@@ -218,3 +218,36 @@ def test_a_row_whose_notify_was_lost_is_published_within_the_poll_bound():
         lifecycle.stop()
         thread.join(10)
         worker.db.close()
+
+
+def test_polls_that_found_nothing_stand_in_for_the_relays_pass_until_they_stop():
+    """While a worker's polls look at the outbox and find nothing, the idle relay
+    sends no claim of its own; once they stop (every slot busy) its own timed pass
+    comes back within its ceiling (O2, N2)."""
+    ceiling = 3.0
+    settings = load_settings({"RELAY_INTERVAL": ceiling, "IDLE_POLL_MAX": ceiling})
+    lifecycle = Lifecycle()
+    relay = Relay(settings=settings, lifecycle=lifecycle, rides=Rides())
+    passes: list[float] = []
+    run_once = relay.run_once
+
+    def counted(db: Any = None) -> Any:
+        passes.append(time.monotonic())
+        return run_once(db)
+
+    relay.run_once = counted  # type: ignore[method-assign]
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    try:
+        assert _wait_for(lambda: relay.idle, 10)  # its first pass found nothing
+        polling_until = time.monotonic() + 2 * ceiling
+        while time.monotonic() < polling_until:  # a poll every 0.2 s finds nothing
+            relay.polled(time.monotonic())
+            time.sleep(0.2)
+        assert len(passes) == 1
+        stopped = time.monotonic()
+        assert _wait_for(lambda: len(passes) == 2, ceiling + 5)
+        assert passes[1] - stopped <= ceiling + 1
+    finally:
+        lifecycle.stop()
+        thread.join(10)

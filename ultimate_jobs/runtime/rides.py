@@ -6,16 +6,17 @@ relay of the same process, on the same alias (Q1), ride that statement instead o
 sending statements of their own:
 
 * The scheduler's leader lease (C3). A leader renews every third of the TTL; once a
-  renewal is due within half a poll, the next poll carries it (``led``: renewed, fenced
-  on this holder and on a lease that has not lapsed). The leader itself renews only
-  ``grace`` after the renewal fell due: at most half a renewal period (5 s), at most
-  the worker's poll ceiling. So while polls come on time the scheduler sends no
-  ``leader_acquire``; when they do not (the worker is busy with every slot taken, its
-  polls are late, no worker serves the alias) it renews on its own at most half a third
-  of the TTL late: at 15 s of a 30 s lease, 5 s before it would stop firing (20 s) and
-  15 s before a standby could take the lease (30 s). A carried renewal counts from the
-  moment the poll was SENT, like the leader's own (maintenance/leader.py). A renewal the
-  poll could not make (the lease changed hands) makes the leader ask at once.
+  renewal falls due within half a poll (at most half a third of the TTL), the poll
+  carries it (``led``: renewed, fenced on this holder and on a lease that has not
+  lapsed). The leader itself renews only ``grace`` after the renewal fell due: the
+  worker's poll ceiling, at most half a third of the TTL (5 s). So while polls come on
+  time the scheduler sends no ``leader_acquire``; when they do not (the worker is busy
+  with every slot taken, its polls are late, no worker serves the alias) it renews on
+  its own at most half a third of the TTL late: at 15 s of a 30 s lease, 5 s before it
+  would stop firing (20 s) and 15 s before a standby could take the lease (30 s). A
+  carried renewal counts from the moment the poll was SENT, like the leader's own
+  (maintenance/leader.py). A renewal the poll could not make (the lease changed hands)
+  makes the leader ask at once.
 * The relay's idle poll (O2, O5). Staging announces every outbox row on commit, so the
   relay's timed poll only covers a lost notification or a dead relay's lapsed batch.
   While the relay waits idle, the poll also answers whether a row ``outbox_claim``
@@ -45,6 +46,7 @@ class Leader(Protocol):
     role: str
     holder: str
     ttl: float
+    renew_every: float
 
     def carry(self, local: float, early: float) -> bool: ...
 
@@ -97,7 +99,7 @@ class Ride:
         horizon = self.horizon() if self.horizon is not None else 0.0
         sent = time.monotonic()
         carried: tuple[Leader, float, datetime] | None = None
-        if lead is not None and lead.carry(sent, horizon / 2):
+        if lead is not None and lead.carry(sent, min(horizon, lead.renew_every) / 2):
             carried = (lead, sent, datetime.now(UTC))
             params.update(leader_role=lead.role, leader_holder=lead.holder)
             params["leader_ttl"] = lead.ttl
