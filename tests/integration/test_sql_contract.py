@@ -16,6 +16,7 @@ from django.db import connection
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
 from ultimate_jobs.limits.budgets import claim_parameters
+from ultimate_jobs.runtime.rides import NO_RIDE
 from ultimate_jobs.sql import rows
 
 
@@ -77,6 +78,7 @@ def test_the_plain_claim_and_the_staging_pass_use_partial_indexes():
                 "names": [noop.name],
                 "registry": None,
                 "registry_lease": 30.0,
+                **NO_RIDE,
                 "now": None,
             },
         )

@@ -492,9 +492,14 @@ SELECT false AS refused, claimed.id, claimed.run_id, claimed.name,
 -- does; the row's lists are not touched (the worker carries it only while they are
 -- empty and unchanged). `registered` says the row was found and refreshed, `drain`
 -- whether an operator asked this worker to drain (both false when not carried).
+-- It carries the other roles of the worker's process too (C3, O2, N2, issue 26): the
+-- scheduler's leader lease when `leader_holder` holds it (`led`: renewed; with the
+-- schedules revision and `db_now`, as leader_acquire answers them), and, when
+-- `outbox_lease` is set, `outbox`: whether a row waits that outbox_claim would take
+-- (the relay then claims; its NOTIFY stays the fast path, O5).
 -- Map (phase: CTEs, rules): pick: due (S3), lapsed (W5) -> move: woken (W3, W5),
 --   buried (bury_lapsed, W5) -> record: lapsed_kept (P6), counted (P5),
---   expired, registered (W8) -> answer: summary (W2, N1).
+--   expired, registered (W8), led (C3) -> answer: summary (W2, N1, O2).
 WITH due AS MATERIALIZED (
     SELECT job.id
       FROM ultimate_jobs_job AS job
@@ -576,10 +581,45 @@ registered AS (
      WHERE worker.id = %(registry)s::text
     RETURNING worker.drain_requested_at IS NOT NULL AS drain
 ),
+led AS (
+    -- C3: the scheduler's leader lease of this process, renewed for `leader_ttl`
+    -- seconds as leader_acquire renews it, fenced on the holder and on a lease that
+    -- has not lapsed (a lapsed one goes through leader_acquire, which reloads).
+    UPDATE ultimate_jobs_leader_lease AS lease
+       SET renewed_at = clock.now,
+           expires_at = clock.now
+               + make_interval(secs => %(leader_ttl)s::double precision)
+      FROM {{clock}}
+     WHERE lease.role = %(leader_role)s::text
+       AND lease.holder = %(leader_holder)s::text
+       AND lease.expires_at > clock.now
+    RETURNING lease.term
+),
 summary AS (
     SELECT (SELECT count(*) FROM woken)::integer AS staged,
            EXISTS (SELECT 1 FROM registered) AS registered,
            coalesce((SELECT bool_or(registered.drain) FROM registered), false) AS drain,
+           EXISTS (SELECT 1 FROM led) AS led,
+           CASE WHEN EXISTS (SELECT 1 FROM led) THEN (
+               -- leader_acquire's revision of the runtime schedules
+               SELECT md5(coalesce(
+                          string_agg(s.key || '@' || s.updated_at::text, ',' ORDER BY s.key),
+                          ''
+                      ))
+                 FROM ultimate_jobs_schedule AS s
+           ) END AS schedules_revision,
+           clock.now AS db_now,
+           %(outbox_lease)s::double precision IS NOT NULL AND EXISTS (
+               -- O2: a committed row outbox_claim would take (the partial index on
+               -- unpublished rows)
+               SELECT 1
+                 FROM ultimate_jobs_outbox AS outbox
+                WHERE outbox.published_at IS NULL
+                  AND (outbox.claimed_at IS NULL
+                       OR outbox.claimed_at <= clock.now - make_interval(
+                              secs => %(outbox_lease)s::double precision
+                          ))
+           ) AS outbox,
            EXISTS (
                -- The claim's own walk of the ready index, one row deep per queue.
                SELECT 1
@@ -596,8 +636,10 @@ summary AS (
                            LIMIT 1
                       ) AS waiting
            ) AS ready
+      FROM {{clock}}
 )
 SELECT summary.staged, summary.ready, summary.registered, summary.drain,
+       summary.led, summary.schedules_revision, summary.db_now, summary.outbox,
        buried.id, buried.run_id, buried.name, buried.queue, buried.priority,
        buried.state, buried.input, buried.tenant_id, buried.idempotency_key,
        buried.attempt, buried.max_attempts, buried.lease_owner, buried.correlation_id,

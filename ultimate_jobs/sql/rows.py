@@ -65,6 +65,10 @@ class Staged(TypedDict):
     ready: bool  # a due ready row of a declared name waits in a served queue
     registered: bool  # the worker's registry row was carried and refreshed (W8)
     drain: bool  # an operator asked the carrying worker to drain (issue 15)
+    led: bool  # the process's leader lease was carried and renewed (C3)
+    schedules_revision: str | None  # as leader_acquire answers it, when led
+    db_now: datetime  # the pass's clock
+    outbox: bool  # a row outbox_claim would take waits (O2; false when not asked)
     id: uuid.UUID | None
     run_id: uuid.UUID | None
     name: str | None
