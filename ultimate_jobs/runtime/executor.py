@@ -93,6 +93,10 @@ class Executor:
 
     def _call(self, handle: Declared, run: Run, kwargs: dict[str, Any]) -> Any:
         func = handle.definition.func
+        if self.body_context is contextlib.nullcontext:  # a worker's: no wrapper (N2)
+            if handle.definition.is_async:
+                return async_to_sync(func)(run, **kwargs)
+            return func(run, **kwargs)
         with self.body_context():
             if handle.definition.is_async:
                 # async_to_sync, not a bare event loop: the body's sync_to_async calls
@@ -190,15 +194,17 @@ class Executor:
                 logger.debug("jobs.attempt.started", extra=job_fields(job))
             self._run_body(ending, before_settle, on_overrun)
             # The attempt's log lines, in one statement before its outcome, so a
-            # job seen settled shows them.
-            runlogs.write(
-                self.settler.db,
-                job_id=job["id"],
-                run_id=job["run_id"],
-                attempt=job["attempt"],
-                buffer=run.log_buffer,
-                now=self.settler.now(),
-            )
+            # job seen settled shows them; a body that logged nothing writes nothing.
+            buffer = run.log_buffer
+            if buffer is not None and buffer.holds():
+                runlogs.write(
+                    self.settler.db,
+                    job_id=job["id"],
+                    run_id=job["run_id"],
+                    attempt=job["attempt"],
+                    buffer=buffer,
+                    now=self.settler.now(),
+                )
             return self._settle(ending)
         finally:
             leave_attempt(scopes)
