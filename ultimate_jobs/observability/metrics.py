@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Histogram
@@ -151,6 +151,23 @@ def attempt_finished(
     )
     count.inc()
     durations.observe(max(duration, 0.0))
+
+
+def attempts_finished(
+    queue: str,
+    name: str,
+    outcome: str,
+    durations: Sequence[float],
+    *,
+    jobs: Registry = registry,
+) -> None:
+    """Count many attempts of one job name and outcome at once (a batch of
+    completions, N2): one counter update for all, each duration observed."""
+    count, histogram = _outcome_series(queue, job_label(name, jobs), outcome)
+    count.inc(len(durations))
+    observe = histogram.observe
+    for duration in durations:
+        observe(max(duration, 0.0))
 
 
 def job_buried(job: ClaimedJob, *, jobs: Registry = registry) -> None:
