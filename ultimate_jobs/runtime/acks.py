@@ -46,9 +46,10 @@ class Reporter(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pending:
-    """One completed job waiting to be written."""
+    """One completed job waiting to be written (never changed once made: not frozen
+    only because a frozen dataclass's ``__init__`` costs 0.53 µs against 0.12, N2)."""
 
     job: Fence
     progress: str | None
