@@ -11,7 +11,9 @@ Batching comes from concurrency, not from a timer: a write takes whatever arrive
 the previous one was in flight, so an idle worker writes a lone completion at once and a
 busy one writes dozens per statement. ``window`` only bounds how long a completion can
 wait when writes keep failing. A job's idempotency key is released when its completion
-commits (J2). ``close()`` writes what is left (the worker's drain calls it).
+commits (J2). ``close()`` writes what is left (the worker's drain calls it). Once a
+batch is written, each executor's completions in it are reported together
+(``Finisher.completions``: one counter update per job name, N2).
 
 Completions whose outcome somebody must hear about right after the row settles
 (``on_settled``, ``job_settled`` receivers, a concurrency slot to free) are not batched:
