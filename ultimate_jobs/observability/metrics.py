@@ -169,6 +169,33 @@ def attempt_finished(
     durations.observe(duration)
 
 
+def attempts_finished(
+    queue: str,
+    name: str,
+    outcome: str,
+    durations: Sequence[float],
+    *,
+    jobs: Registry = registry,
+) -> None:
+    """Count many attempts of one job name and outcome at once (a batch of
+    completions, N2): one counter update for all, each duration observed."""
+    labels = (queue, job_label(name, jobs))
+    if _live is None:
+        with _lock:
+            if _live is None:
+                _count("JOBS", (*labels, outcome), len(durations))
+                for duration in durations:
+                    _observe(
+                        "JOB_DURATION", labels, DURATION_BUCKETS, max(duration, 0.0)
+                    )
+                return
+    count, histogram = _live.outcome_series(*labels, outcome)
+    count.inc(len(durations))
+    observe = histogram.observe
+    for duration in durations:
+        observe(max(duration, 0.0))
+
+
 def job_buried(job: ClaimedJob, *, jobs: Registry = registry) -> None:
     """Count a job the claim itself buried (W5: lease lapsed on the final attempt):
     dead-lettered, or dropped for a job declared ``dead_letter=False``."""
