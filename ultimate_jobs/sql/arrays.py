@@ -142,10 +142,11 @@ def timestamps(values: Sequence[datetime.datetime | None]) -> BinaryArray:
     """Instants as a text[] of ISO 8601 texts, for a ``::timestamptz[]`` cast. An aware
     one is written in UTC (PostgreSQL reads no offset past 15:59, Python allows 24 h);
     a naive one is read in the session's time zone, as a ``timestamp`` parameter is."""
-    return _pack(TEXT, values, lambda value: _text_chunk(_iso(value)))
+    return _pack(TEXT, values, lambda value: _text_chunk(iso(value)))
 
 
-def _iso(value: datetime.datetime) -> str:
+def iso(value: datetime.datetime) -> str:
+    """An instant as the ISO 8601 text a ``::timestamptz`` cast reads (see timestamps)."""
     if value.tzinfo is not None and value.utcoffset() is not None:
         value = value.astimezone(datetime.UTC)
     return value.isoformat()
