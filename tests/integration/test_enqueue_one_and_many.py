@@ -170,3 +170,27 @@ def test_the_aliases_the_outbox_looks_at_follow_the_settings(settings):
         staged = touch.enqueue(key="staged", tenant="acme")
     assert OutboxMessage.objects.using("jobs_b").get().id == staged.id
     assert not Job.objects.exists()
+
+
+def test_one_by_one_through_djangos_cursor_when_queries_are_logged():
+    """While queries are logged (DEBUG, CaptureQueriesContext) the one-row statement
+    goes through Django's cursor, which binds the scalars into the text: same row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    when = datetime(2031, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=20)))
+    with CaptureQueriesContext(connection) as seen:
+        first = touch.using(run_at=when).enqueue(key="logged", tenant="acme")
+        again = touch.enqueue(key="logged", tenant="acme")
+    inserts = [
+        q for q in seen.captured_queries if "INSERT INTO ultimate_jobs_job" in q["sql"]
+    ]
+    assert len(inserts) == 2
+    assert again == Enqueued(first.id, first.run_id, deduped=True)
+    job = Job.objects.get()
+    assert (job.id, job.run_id, job.run_at, job.tenant_id) == (
+        first.id,
+        first.run_id,
+        when,
+        "acme",
+    )
