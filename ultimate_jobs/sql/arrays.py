@@ -59,6 +59,17 @@ def _pack(
     element, array = kind
     if not values:
         return BinaryArray(array, _EMPTY.pack(0, 0, element), values)
+    first, size = values[0], len(values)
+    if values[-1] == first and values.count(first) == size:
+        # One value down the whole column (the name, the queue, a NULL): its bytes
+        # repeated, without a lookup per element. Equal values are encoded alike,
+        # as the memo below does.
+        if first is None:
+            return BinaryArray(
+                array, _HEADER.pack(1, 1, element, size, 1) + _NULL * size, values
+            )
+        header = _HEADER.pack(1, 0, element, size, 1)
+        return BinaryArray(array, header + chunk(first) * size, values)
     memo: dict[Any, bytes] = {}
     parts = []
     has_null = 0
