@@ -216,6 +216,7 @@ _PG_TO_PY = {
     "timestamptz": datetime,
     "jsonb": str | dict[str, Any],
     "_uuid": list[uuid.UUID],
+    "_int8": list[int],
 }
 
 
@@ -261,7 +262,7 @@ def test_each_typed_row_is_what_its_statement_answers(name):
 def test_the_hot_statements_are_typed():
     hot = {
         "job_claim", "job_claim_plain", "job_stage", "job_heartbeat", "job_complete", "job_retry", "job_bury",
-        "job_release", "job_enqueue", "job_holders", "outbox_stage", "outbox_claim",
+        "job_release", "job_enqueue", "job_enqueue_one", "job_holders", "outbox_stage", "outbox_claim",
         "outbox_mark_published", "outbox_release", "leader_acquire", "leader_release",
         "scheduler_sync", "scheduler_fire", "schedule_list",
     }  # fmt: skip
