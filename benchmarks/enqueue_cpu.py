@@ -1,7 +1,9 @@
 """CPU per 1,000 rows of one system's bulk enqueue: the client's and the server's.
 
-    DATABASE_URL=postgres://.../bench_uj python -m benchmarks.enqueue_cpu uj [COUNT [START]]
+    DATABASE_URL=postgres://.../bench_uj python -m benchmarks.enqueue_cpu uj [COUNT [START [BATCH]]]
     DATABASE_URL=postgres://.../bench_pgqueuer python -m benchmarks.enqueue_cpu pgqueuer
+
+BATCH 1 enqueues one by one (``enqueue``, the harness's single scenario) instead.
 
 The wall clock of an enqueue on a busy machine is mostly the load's; CPU time is not.
 After one warm call, COUNT (20,000) rows go in calls of 1,000 (the harness's bulk
@@ -48,7 +50,7 @@ def backend_cpu(monitor: psycopg.Connection[Any], database: str) -> float:
     return ticks / TICK
 
 
-def main(system: str, count: int, start: int) -> dict[str, Any]:
+def main(system: str, count: int, start: int, batch: int = BATCH) -> dict[str, Any]:
     if system == "uj":
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
         from benchmarks.systems.uj import UltimateJobsClient as Client
@@ -66,15 +68,20 @@ def main(system: str, count: int, start: int) -> dict[str, Any]:
             numbers = list(range(start, start + count))
             server = backend_cpu(monitor, database)
             cpu, wall = time.process_time(), time.perf_counter()
-            for i in range(0, count, BATCH):
-                client.enqueue_many(numbers[i : i + BATCH])
+            if batch == 1:
+                for n in numbers:
+                    client.enqueue(n)
+            else:
+                for i in range(0, count, batch):
+                    client.enqueue_many(numbers[i : i + batch])
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             server = backend_cpu(monitor, database) - server
     finally:
         client.close()
-    per = 1_000 * BATCH / count  # ms per 1,000 rows, from seconds per COUNT rows
+    per = 1_000 * 1_000 / count  # ms per 1,000 rows, from seconds per COUNT rows
     return {
         "system": system,
+        "batch": batch,
         "wall_ms": round(wall * per, 2),
         "client_cpu_ms": round(cpu * per, 2),
         "server_cpu_ms": round(server * per, 2),
@@ -92,6 +99,7 @@ if __name__ == "__main__":
                 args[0],
                 int(args[1]) if len(args) > 1 else 20_000,
                 int(args[2]) if len(args) > 2 else 1,
+                int(args[3]) if len(args) > 3 else BATCH,
             )
         )
     )

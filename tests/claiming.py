@@ -14,6 +14,7 @@ from typing import Any
 from ultimate_jobs import registry
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import claim_parameters
+from ultimate_jobs.runtime.rides import NO_RIDE
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_STAGE, ClaimedJob, Staged
 
@@ -29,6 +30,7 @@ def stage_params(
         "names": [],
         "registry": None,  # no worker's registry row rides along (issue 26)
         "registry_lease": 30.0,
+        **NO_RIDE,  # nor a leader lease, nor an outbox look (issue 26)
         "now": now,
     }
 

@@ -1,6 +1,6 @@
 """The Django app: autodiscovers every app's ``jobs`` and ``tasks`` modules (the
-AUTODISCOVER setting), registers the checks and the queue gauges (metrics.py) in
-prometheus_client's default registry."""
+AUTODISCOVER setting), registers the checks, and has the metrics (metrics.py) join
+prometheus_client's default registry as soon as prometheus_client is in the process."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ class UltimateJobsConfig(AppConfig):
     def ready(self) -> None:
         from ultimate_jobs import checks  # noqa: F401 - registers the system checks
 
-        # M1: the collectors join prometheus_client's default registry now, not when a
-        # URLconf or a worker first imports them, so every exporter of that registry
-        # (django-prometheus's /metrics included) serves them from the first scrape.
-        from ultimate_jobs.observability import metrics  # noqa: F401
+        # M1: the collectors join prometheus_client's default registry now when it is
+        # imported already, else the moment anything imports it, so every exporter of
+        # that registry (django-prometheus's /metrics included) serves them from the
+        # first scrape; a worker that exports nothing never loads it (N2's RSS).
+        from ultimate_jobs.observability import metrics
+
+        metrics.watch()
 
         try:
             modules = get_settings().AUTODISCOVER

@@ -43,7 +43,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 import psycopg
 from django.apps import apps
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import DatabaseError, connections
+from django.dispatch import receiver
 from psycopg import adapt, pq
 from psycopg.rows import dict_row
 
@@ -169,9 +171,19 @@ def _dict_rows(
         return cast(list[R], rows)
 
 
+# The aliases ensure_jobs_database found fit: what it asks does not change while the
+# process runs, except under a test's override_settings (setting_changed, below).
+_FIT: set[str] = set()
+
+
 def ensure_jobs_database(alias: str) -> None:
     """Refuse, with a coded error that says what to do, a write the jobs tables cannot
-    take: the app missing from INSTALLED_APPS, or ``alias`` not PostgreSQL."""
+    take: the app missing from INSTALLED_APPS, or ``alias`` not PostgreSQL.
+
+    Answered once per alias (issue 26: every enqueue asks); forgotten when a test
+    changes INSTALLED_APPS or DATABASES (``override_settings``)."""
+    if alias in _FIT:
+        return
     if not apps.is_installed("ultimate_jobs"):
         raise AppNotInstalled(
             "'ultimate_jobs' is not in INSTALLED_APPS: add it, then run "
@@ -179,6 +191,13 @@ def ensure_jobs_database(alias: str) -> None:
             "apps' jobs modules come with it)"
         )
     ensure_postgresql(alias)
+    _FIT.add(alias)
+
+
+@receiver(setting_changed)
+def _forget_fit(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("INSTALLED_APPS", "DATABASES"):
+        _FIT.clear()
 
 
 def ensure_postgresql(alias: str) -> None:

@@ -13,6 +13,7 @@ average; no clock is faked in the processes.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -142,3 +143,51 @@ def test_sigterm_hands_the_lease_to_a_standby_at_once(start_scheduler):
         message="the standby to lead",
     )
     second.wait_log("jobs.scheduler.leading")
+
+
+def test_default_roles_keep_one_leader_with_the_poll_carrying_the_lease(
+    start_scheduler,
+):
+    """Two `jobs_worker` processes with the default roles (worker, scheduler, relay):
+    the leader's lease renews in its worker's idle poll (issue 26, N2) or, failing
+    that, on its own, never lapsing; SIGKILL the leader and the other takes over
+    within one TTL; no occurrence fires twice (C3, C4)."""
+    minute = timedelta(minutes=1)
+    TaskWatermarkFactory.create(
+        name=TASK, last_occurrence=db_now().replace(second=0, microsecond=0) - minute
+    )
+    settings = {
+        "SCHEDULER_LEASE": f"{TTL}s",
+        "SCHEDULER_TICK": "250ms",
+        "WOKEN_IDLE_POLL_MAX": "1s",  # the poll ceiling: the carry's grace is 1 s
+        "IDLE_POLL_MAX": "1s",
+    }
+    processes = [start_scheduler("jobs_worker", **settings) for _ in range(2)]
+    wait_for(fired, timeout=deadline(lease=TTL), message="the due minute to fire")
+    lease = LeaderLease.objects.get()
+    renewals = {lease.renewed_at}
+    # Two TTLs idle: the row is renewed at least every third of the TTL (a poll's
+    # carry or the leader's own) and never changes hands.
+    until = db_now() + timedelta(seconds=2 * TTL)
+    while db_now() < until:
+        row = LeaderLease.objects.get()
+        assert (row.holder, row.term) == (lease.holder, lease.term)
+        assert row.expires_at > db_now()
+        renewals.add(row.renewed_at)
+        time.sleep(0.2)  # sampling the row, not waiting for it
+    assert len(renewals) >= 5
+    [leader] = [p for p in processes if p.pid == holder_pid(lease.holder)]
+    killed_at = db_now()
+    leader.kill()
+    taken = wait_for(
+        lambda: LeaderLease.objects.filter(term__gt=lease.term).first(),
+        timeout=deadline(lease=TTL),
+        message="the takeover",
+    )
+    assert taken.holder != lease.holder
+    assert taken.acquired_at - killed_at <= timedelta(seconds=TTL + 1.5)
+    [survivor] = [p for p in processes if p is not leader]
+    survivor.terminate()
+    assert survivor.wait() == 0
+    occurrences = fired()
+    assert occurrences and len(set(occurrences)) == len(occurrences)

@@ -95,3 +95,67 @@ def test_a_job_someone_listens_to_is_not_batched(jobs):
     assert acks.close(timeout=10)
     assert Job.objects.get(pk=row["id"]).state == "done"
     db.close()
+
+
+def test_a_batch_of_completions_is_counted_once_per_job_name_and_logged_per_job(
+    caplog, monkeypatch
+):
+    """N2, M1, M2: the acks report each executor's batch at once: one counter update
+    with the count per queue, job name and outcome, every duration observed, a
+    completion fenced out counted 'unowned' (its duration observed) with its warning
+    (W3), and each landed
+    job's DEBUG line still written when DEBUG is on."""
+    import logging
+
+    from prometheus_client import REGISTRY
+
+    from ultimate_jobs.observability import metrics
+    from ultimate_jobs.runtime.executor import Executor
+    from ultimate_jobs.runtime.settle import Settler
+
+    def sample(name, outcome=None):
+        labels = {"queue": "default", "job": noop.name}
+        if outcome is not None:
+            labels["outcome"] = outcome
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    total, durations = "ultimate_jobs_jobs_total", "ultimate_jobs_job_duration_seconds"
+    before = (
+        sample(total, "completed"),
+        sample(total, "unowned"),
+        sample(f"{durations}_count"),
+    )
+    counter = metrics.materialize().outcome_series("default", noop.name, "completed")[0]
+    increments: list[float] = []
+    real_inc = counter.inc
+
+    def inc(amount: float = 1) -> None:
+        increments.append(amount)
+        real_inc(amount)
+
+    monkeypatch.setattr(counter, "inc", inc)
+    db = DirectDatabase("default")
+    acks = Acks(db, start=False)  # every completion below joins one batch
+    executor = Executor(Settler(db), acks=acks)
+    noop.enqueue_many([{"key": str(i)} for i in range(6)])
+    rows = claim(db, 6)
+    stale = {**rows[5], "lease_owner": uuid.uuid4()}  # its write is fenced out
+    for row in [*rows[:5], stale]:
+        attempt = executor.execute(row)
+        assert (str(attempt.outcome), attempt.landed) == ("completed", True)
+    caplog.set_level(logging.DEBUG, logger="ultimate_jobs.runtime.finish")
+    acks.start()
+    assert acks.close(timeout=10)
+    assert acks.batches == 1
+    assert increments == [5]
+    assert (
+        sample(total, "completed") - before[0],
+        sample(total, "unowned") - before[1],
+        sample(f"{durations}_count") - before[2],
+    ) == (5, 1, 6)  # the fenced-out attempt's duration too, as before
+    settled = [r for r in caplog.records if r.getMessage() == "jobs.attempt.settled"]
+    assert sorted(r.job_id for r in settled) == sorted(str(r["id"]) for r in rows[:5])
+    assert {(r.levelname, r.outcome) for r in settled} == {("DEBUG", "completed")}
+    [unowned] = [r for r in caplog.records if r.getMessage() == "jobs.settle.unowned"]
+    assert (unowned.job_id, unowned.levelname) == (str(rows[5]["id"]), "WARNING")
+    db.close()

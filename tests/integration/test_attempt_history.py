@@ -17,6 +17,7 @@ from tests.testapp.jobs import flaky, terminal, touch
 from ultimate_jobs import api
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.models import Attempt, Job
+from ultimate_jobs.runtime.rides import NO_RIDE
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.sql import QUERIES
 
@@ -140,6 +141,7 @@ def test_a_lapsed_attempt_is_recorded_by_the_staging_pass_of_a_plain_claim(jobs)
         names=[touch.name],
         registry=None,
         registry_lease=5.0,
+        **NO_RIDE,
     )
     assert staged["staged"] == 1
     [second] = plain(later, "w-2")

@@ -116,3 +116,42 @@ def test_an_empty_array_and_a_column_of_nulls_pack():
     assert with_null.data[4:8] == b"\x00\x00\x00\x01"
     assert with_null.data.endswith(b"\xff\xff\xff\xff")  # the NULL, last
     assert ids[0] is not None and ids[0].bytes in with_null.data
+
+
+@pytest.mark.parametrize(
+    ("pack", "value", "element"),
+    [
+        (
+            arrays.texts,
+            "jobs.é",
+            lambda v: len(v.encode()).to_bytes(4, "big") + v.encode(),
+        ),
+        (
+            arrays.smallints,
+            -3,
+            lambda v: b"\x00\x00\x00\x02" + v.to_bytes(2, "big", signed=True),
+        ),
+        (
+            arrays.integers,
+            7,
+            lambda v: b"\x00\x00\x00\x04" + v.to_bytes(4, "big", signed=True),
+        ),
+        (arrays.texts, None, None),
+        (arrays.jsonbs, None, None),
+    ],
+)
+def test_a_column_of_one_value_packs_as_each_element_would(pack, value, element):
+    """Issue 26: a value repeated down the whole column (the name, the queue, a NULL)
+    is its bytes repeated; the same bytes as element by element."""
+    packed = pack([value] * 3)
+    null = value is None
+    assert packed.data[:20] == (
+        (1).to_bytes(4, "big")
+        + int(null).to_bytes(4, "big")
+        + packed.data[8:12]  # the element oid
+        + (3).to_bytes(4, "big")
+        + (1).to_bytes(4, "big")
+    )
+    one = b"\xff\xff\xff\xff" if null else element(value)
+    assert packed.data[20:] == one * 3
+    assert packed.values == [value] * 3

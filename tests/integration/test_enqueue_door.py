@@ -1,5 +1,6 @@
 """An enqueue outside a transaction is one prepared round trip on Django's connection
-(issue 26): the hot door's ``uj_job_enqueue`` statement, binary parameters; inside a
+(issue 26): the hot door's ``uj_job_enqueue_one`` statement (``uj_job_enqueue`` for a
+batch), binary parameters; inside a
 transaction the statement joins it (the door sends no BEGIN), and dedupe (J2) and the
 refusal of a held key answer exactly as through the cursor.
 """
@@ -31,7 +32,8 @@ def test_one_by_one_is_the_prepared_statement_of_the_door(settings):
     first = touch.enqueue(key="a", tenant="acme")
     second = touch.enqueue(key="b", tenant="acme")
     again = touch.enqueue(key="a", tenant="acme")  # J2: the live key answers its job
-    assert _prepared() == {"uj_job_enqueue": 3, "uj_job_holders": 1}
+    # One row: job_enqueue_one, scalar parameters, not the arrays' statement.
+    assert _prepared() == {"uj_job_enqueue_one": 3, "uj_job_holders": 1}
     assert again == Enqueued(first.id, first.run_id, deduped=True)
     rows = {j.idempotency_key: (j.id, j.run_id) for j in Job.objects.all()}
     assert rows == {"a": (first.id, first.run_id), "b": (second.id, second.run_id)}
@@ -41,7 +43,11 @@ def test_enqueue_many_through_the_door_dedupes_in_order(settings):
     settings.DEBUG = False
     held = noop.enqueue(key="k1")
     answers = noop.enqueue_many([{"key": "k0"}, {"key": "k1"}, {"key": "k0"}])
-    assert _prepared() == {"uj_job_enqueue": 2, "uj_job_holders": 1}
+    assert _prepared() == {
+        "uj_job_enqueue_one": 1,
+        "uj_job_enqueue": 1,
+        "uj_job_holders": 1,
+    }
     assert answers[1] == Enqueued(held.id, held.run_id, deduped=True)
     assert answers[2] == Enqueued(answers[0].id, answers[0].run_id, deduped=True)
     assert not answers[0].deduped
@@ -59,7 +65,7 @@ def test_inside_a_transaction_the_statement_joins_it(settings):
     # The atomic one took the cursor; its ROLLBACK made psycopg DEALLOCATE ALL.
     assert _prepared() == {}
     after = touch.enqueue(key="after", tenant="t")  # prepared again, and it runs
-    assert _prepared() == {"uj_job_enqueue": 1}
+    assert _prepared() == {"uj_job_enqueue_one": 1}
     assert Job.objects.get(idempotency_key="after").id == after.id
     with transaction.atomic():  # O1: staged in the outbox, no job row yet
         touch.enqueue(key="staged", tenant="t")

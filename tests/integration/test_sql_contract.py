@@ -16,6 +16,7 @@ from django.db import connection
 from tests.testapp.jobs import noop
 from ultimate_jobs import registry, sql
 from ultimate_jobs.limits.budgets import claim_parameters
+from ultimate_jobs.runtime.rides import NO_RIDE
 from ultimate_jobs.sql import rows
 
 
@@ -77,6 +78,7 @@ def test_the_plain_claim_and_the_staging_pass_use_partial_indexes():
                 "names": [noop.name],
                 "registry": None,
                 "registry_lease": 30.0,
+                **NO_RIDE,
                 "now": None,
             },
         )
@@ -214,6 +216,7 @@ _PG_TO_PY = {
     "timestamptz": datetime,
     "jsonb": str | dict[str, Any],
     "_uuid": list[uuid.UUID],
+    "_int8": list[int],
 }
 
 
@@ -259,7 +262,7 @@ def test_each_typed_row_is_what_its_statement_answers(name):
 def test_the_hot_statements_are_typed():
     hot = {
         "job_claim", "job_claim_plain", "job_stage", "job_heartbeat", "job_complete", "job_retry", "job_bury",
-        "job_release", "job_enqueue", "job_holders", "outbox_stage", "outbox_claim",
+        "job_release", "job_enqueue", "job_enqueue_one", "job_holders", "outbox_stage", "outbox_claim",
         "outbox_mark_published", "outbox_release", "leader_acquire", "leader_release",
         "scheduler_sync", "scheduler_fire", "schedule_list",
     }  # fmt: skip

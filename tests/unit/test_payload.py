@@ -108,3 +108,34 @@ def test_signature_description_lists_types_and_defaults():
     described = SIG.describe()
     assert described["name"] == {"type": "str", "required": True}
     assert described["ratio"] == {"type": "float", "required": False, "default": 1.0}
+
+
+def test_a_flat_input_under_max_bytes_is_passed_without_the_walk_and_over_it_as_the_walk_says():
+    """Issue 26: a flat object is checked in one pass with its characters counted; over
+    max_bytes the walk decides, so the refusal (path, size) is the walk's."""
+    from ultimate_jobs.ground.bounds import json_problem
+
+    flat = {"a": "x" * 10, "n": 1, "f": 1.5, "b": True, "z": None}
+    assert json_problem(flat, max_depth=4, max_bytes=15) is None  # 5 keys + 10
+    large = json_problem(flat, max_depth=4, max_bytes=14)
+    assert large is not None
+    assert (large.kind, large.path, large.value) == ("large", "a", 15)
+    bad = json_problem({"a": "x\x00"}, max_depth=4, max_bytes=100)
+    assert bad is not None
+    assert bad.path == "a"
+
+
+def test_encode_answers_the_json_text_of_the_json_encoder():
+    """The encoder made once answers what json.dumps(sort_keys, compact) answers."""
+    import json
+
+    value = {"b": [1, 2.5, {"y": None, "x": "é\u2028"}], "a": True, "c": 'q"\\'}
+
+    def body(run: Any, b: list[Any], a: bool, c: str) -> None: ...
+
+    signature = read_signature(body, job="j")
+    assert encode("j", signature, value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+    with pytest.raises(InvalidJobPayload):
+        encode("j", signature, {"b": [float("nan")], "a": True, "c": ""})

@@ -78,6 +78,10 @@ class RunLogBuffer:
         with self._lock:
             return list(self._lines or ())
 
+    def holds(self) -> bool:
+        """Whether there is anything to write: a kept line, or lines let go."""
+        return self._lines is not None or self.dropped > 0
+
     def __len__(self) -> int:
         lines = self._lines
         return 0 if lines is None else len(lines)

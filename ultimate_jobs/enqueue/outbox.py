@@ -32,7 +32,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.core.signals import setting_changed
 from django.db import connections
+from django.dispatch import receiver
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.enqueue.options import Enqueued
@@ -72,15 +74,19 @@ def staging_alias(settings: JobsSettings, *, job: str, target: str) -> str | Non
     """
     if settings.OUTBOX == "off":
         return None
-    candidates = [target, *(a for a in settings.aliases if a != target)]
+    candidates, others = _aliases(settings, target)
     for candidate in candidates:
         if in_transaction(connections[candidate]):
             return candidate
     alias = target
-    elsewhere = sorted(
-        connection.alias
-        for connection in connections.all(initialized_only=True)
-        if connection.alias not in candidates and in_transaction(connection)
+    elsewhere = (
+        sorted(
+            connection.alias
+            for connection in connections.all(initialized_only=True)
+            if connection.alias not in candidates and in_transaction(connection)
+        )
+        if others
+        else []
     )
     if elsewhere:
         raise OutboxNoTx(
@@ -102,6 +108,39 @@ def staging_alias(settings: JobsSettings, *, job: str, target: str) -> str | Non
             alias=alias,
         )
     return None
+
+
+# The aliases staging_alias looks at, per target: they change only with the settings
+# (one object until ULTIMATE_JOBS changes, conf.py) or DATABASES (issue 26: every
+# enqueue asked). Kept with the settings object they were read from, swapped as one
+# tuple, so a thread still holding older settings never fills the newer table.
+_ALIASES: tuple[JobsSettings | None, dict[str, tuple[tuple[str, ...], bool]]] = (
+    None,
+    {},
+)
+
+
+def _aliases(settings: JobsSettings, target: str) -> tuple[tuple[str, ...], bool]:
+    """``target`` then the other aliases with jobs tables; and whether DATABASES has
+    any alias besides those (a transaction there would be refused)."""
+    global _ALIASES
+    read_from, table = _ALIASES
+    if read_from is not settings:
+        table = {}
+        _ALIASES = (settings, table)
+    known = table.get(target)
+    if known is None:
+        candidates = (target, *(a for a in settings.aliases if a != target))
+        others = any(alias not in candidates for alias in connections)
+        known = table[target] = (candidates, others)
+    return known
+
+
+@receiver(setting_changed)
+def _forget_aliases(*, setting: str, **kwargs: Any) -> None:
+    global _ALIASES
+    if setting in ("DATABASES", "ULTIMATE_JOBS"):
+        _ALIASES = (None, {})
 
 
 def stage(

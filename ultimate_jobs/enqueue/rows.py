@@ -294,6 +294,16 @@ def array_params(rows: list[Row]) -> dict[str, Any]:
     }
 
 
+def scalar_params(row: Row) -> dict[str, Any]:
+    """One row's columns as scalar parameters (job_enqueue_one): no arrays to pack.
+    An instant travels as ISO 8601 text in UTC, as ``arrays.timestamps`` writes it."""
+    params = row._asdict()
+    run_at = row.run_at
+    if run_at is not None:
+        params["run_at"] = arrays.iso(run_at)
+    return params
+
+
 # How each field of Row is packed (sql/arrays.py), in the order of FIELDS.
 _PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
     arrays.uuids,  # id

@@ -2,14 +2,16 @@
 
 Everything that can be refused is refused before the statement runs, so a refused
 enqueue writes no row (B1). ``job_enqueue`` inserts the batch with array parameters
-(H3) and answers, per input, the id of the row it wrote or of the live job that holds
-its idempotency key (J2). Inside a transaction the checked rows are staged in the
+(H3; one row: ``job_enqueue_one``, scalar parameters) and names the rows it did not
+write; ``job_holders`` then answers the live job that holds each one's idempotency key
+(J2). Inside a transaction the checked rows are staged in the
 outbox instead, on the caller's connection (outbox.py, O1).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -19,20 +21,27 @@ from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
 from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
-from ultimate_jobs.enqueue.rows import Row, array_params, build_rows, holder_params
+from ultimate_jobs.enqueue.rows import (
+    Row,
+    array_params,
+    build_rows,
+    holder_params,
+    scalar_params,
+)
 from ultimate_jobs.ground.exceptions import (
     JobDuplicate,
 )
 from ultimate_jobs.ground.signals import job_enqueued
 from ultimate_jobs.observability.redaction import shown_correlation
-from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_HOLDERS
+from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_ENQUEUE_ONE, JOB_HOLDERS
 
 logger = logging.getLogger(__name__)
 _RACE_RETRIES = 3
 
 
 def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]:
-    """Write rows with job_enqueue; answers one Enqueued per row, in order.
+    """Write rows with job_enqueue (one row: job_enqueue_one); answers one Enqueued per
+    row, in order.
 
     Rows that inserted nothing were deduped: job_holders names the job holding each
     one's place. A row whose holder finished between the two statements is written
@@ -40,34 +49,45 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     """
     # One prepared round trip on Django's connection outside a transaction (issue 26).
     run = db.hot if isinstance(db, DjangoDatabase) else db.run
-    answers: list[Enqueued | None] = [None] * len(rows)
+    # Every row written unless the statement says otherwise (deduped left to its
+    # default: a keyword costs half as much again per Enqueued).
+    answers = [Enqueued(row.id, row.run_id) for row in rows]
     pending = list(range(len(rows)))
+    batch = rows
     for _ in range(_RACE_RETRIES):
-        batch = [rows[i] for i in pending]
-        inserted = {r["id"] for r in run(JOB_ENQUEUE, now=now, **array_params(batch))}
-        deduped = []
-        for index in pending:
-            row = rows[index]
-            if row.id in inserted:
-                answers[index] = Enqueued(row.id, row.run_id, deduped=False)
-            else:
-                deduped.append(index)
-        if not deduped:
-            return [a for a in answers if a is not None]
+        not_written = _insert(run, batch, now)
+        if not not_written:
+            return answers
+        deduped = [pending[position] for position in not_written]
         held = run(JOB_HOLDERS, **holder_params([rows[i] for i in deduped]))
         found = {deduped[h["ord"] - 1]: h for h in held}
         pending = []
         for index in deduped:
             holder = found.get(index)
-            if holder is None:
+            if holder is None:  # its holder finished meanwhile: write it again
                 pending.append(index)
             else:
                 answers[index] = Enqueued(holder["id"], holder["run_id"], deduped=True)
         if not pending:
-            break
-    for index in pending:  # still racing after a few rounds: answer the row's own ids
+            return answers
+        batch = [rows[i] for i in pending]
+    for index in pending:  # still racing after a few rounds: the row's own ids
         answers[index] = Enqueued(rows[index].id, rows[index].run_id, deduped=True)
-    return [a for a in answers if a is not None]
+    return answers
+
+
+def _insert(run: Callable[..., list[Any]], batch: list[Row], now: Any) -> list[int]:
+    """Insert ``batch``; answer the positions (0-based) of the rows it did not write.
+
+    The ids are the client's, so a written row needs no answer (issue 26). One row
+    takes job_enqueue_one, its columns as scalar parameters: packing seventeen
+    one-element arrays cost more than the row's own checks.
+    """
+    if len(batch) == 1:
+        [one] = run(JOB_ENQUEUE_ONE, now=now, **scalar_params(batch[0]))
+        return [] if one["inserted"] else [0]
+    [answer] = run(JOB_ENQUEUE, now=now, **array_params(batch))
+    return [ordinal - 1 for ordinal in answer["deduped"]]
 
 
 def enqueue_inputs(

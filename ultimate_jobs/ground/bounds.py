@@ -127,8 +127,10 @@ def json_problem(  # noqa: C901 - one branch per JSON type
     depth 1). With ``max_bytes``, text whose characters alone pass it is refused before
     anything is encoded. The path of a value is built only when it is refused.
     """
-    if max_bytes is None and max_depth >= 1 and _flat_and_clean(value):
-        return None  # N2: a worker decodes every input; most are flat objects
+    if max_depth >= 1:  # N2: a worker decodes every input; most are flat objects
+        flat = _flat_clean_chars(value)
+        if flat is not None and (max_bytes is None or flat <= max_bytes):
+            return None
     stack: list[tuple[Any, int, Node]] = [(value, 1, None)]
     chars = 0
     budget = max_bytes if max_bytes is not None else -1
@@ -183,27 +185,32 @@ def json_problem(  # noqa: C901 - one branch per JSON type
     return None
 
 
-def _flat_and_clean(value: Any) -> bool:
-    """Whether ``value`` is a dict of str keys to scalars that json_problem accepts:
-    then the walk would answer None. Anything else (a container child, a doubt) is
-    False and the walk decides, so its answer and its path never change."""
+def _flat_clean_chars(value: Any) -> int | None:
+    """When ``value`` is a dict of str keys to scalars that json_problem accepts (then
+    the walk would answer None, or past ``max_bytes`` refuse it): the characters of
+    its texts, keys included, as the walk counts them. Anything else (a container
+    child, a doubt) is None and the walk decides, so its answer and its path never
+    change."""
     if type(value) is not dict:
-        return False
+        return None
+    chars = 0
     for key, child in value.items():
         if type(key) is not str or text_problem(key) is not None:
-            return False
+            return None
+        chars += len(key)
         kind = type(child)
         if child is None or kind is bool:
             continue
         if kind is str:
             if text_problem(child) is not None:
-                return False
+                return None
+            chars += len(child)
         elif kind is int:
             if not MIN_BIGINT <= child <= MAX_BIGINT:
-                return False
+                return None
         elif kind is not float or not math.isfinite(child):
-            return False
-    return True
+            return None
+    return chars
 
 
 def check_json(

@@ -7,6 +7,9 @@ Design notes.
   would read itself as the leader. A row with ``expires_at`` needs no connection
   affinity; ``leader_acquire`` is both the election and the renewal.
 * Renewal: the leader renews every third of the TTL (30 s by default, so every 10 s).
+  In a process whose worker polls the same alias, the worker's idle poll carries the
+  renewal (runtime/rides.py), and the leader renews on its own only when no poll did
+  within ``grace`` (half a third at most) of the renewal falling due.
   A standby asks every third of the TTL too, and, when the answer says the lease runs
   out sooner, right when it runs out: after a leader is killed a standby takes over
   within one TTL of the last renewal, which is within one TTL of the kill.
@@ -28,13 +31,14 @@ so the scheduler decides occurrences on the database's time (C9).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from ultimate_jobs.conf import JobsSettings
 from ultimate_jobs.db import Database, DirectDatabase
 from ultimate_jobs.ground.exceptions import QueryError
-from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE
+from ultimate_jobs.sql.rows import LEADER_ACQUIRE, LEADER_RELEASE, Staged
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +58,12 @@ class Leadership:
         ttl: float,
         role: str = SCHEDULER_ROLE,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        grace: Callable[[float], float] = lambda renew_every: 0.0,
     ) -> None:
         self.db = db
+        # How long past a due renewal this leader waits for a worker's poll to carry
+        # it before renewing on its own (runtime/rides.py); 0: nobody carries it.
+        self.grace = grace
         self.wall = wall
         self.clock_offset = timedelta(0)  # the database's clock minus this host's
         self.holder = holder
@@ -68,6 +76,9 @@ class Leadership:
         self.schedules_revision: str | None = None
         self._valid_until = 0.0  # local time after which nothing is fired
         self._next_attempt = 0.0  # local time of the next acquire or renewal
+        self._renew_at = 0.0  # local time a renewal falls due (a poll may carry it)
+        self._sent = float("-inf")  # local time the last renewal that landed was sent
+        self._lock = threading.Lock()  # a worker's poll renews from its own thread
 
     def due(self, local: float) -> bool:
         """Whether it is time to renew (leading) or to ask again (standby)."""
@@ -106,11 +117,11 @@ class Leadership:
         was_leading = self.leading
         self.current_holder = row["holder"]
         if row["acquired"]:
-            self.leading = True
-            self.term = row["term"]
-            self.schedules_revision = row["schedules_revision"]
-            self._valid_until = sent + self.ttl - self.renew_every
-            self._next_attempt = sent + self.renew_every
+            with self._lock:
+                self.leading = True
+                self.term = row["term"]
+                self.schedules_revision = row["schedules_revision"]
+                self._renewed(sent)
             if not was_leading:
                 logger.info(
                     "jobs.scheduler.leading",
@@ -126,6 +137,45 @@ class Leadership:
         expires_in = max(float(row["expires_in"] or 0.0), 0.0)
         self._next_attempt = sent + min(self.renew_every, expires_in + EXPIRY_SLACK)
         return False
+
+    def _renewed(self, sent: float) -> None:
+        """A renewal sent at ``sent`` landed: fire until two thirds of the TTL after
+        it; the next renewal is due a third after it, and this leader sends it itself
+        ``grace`` later unless a poll carried it by then (at most half a third: still
+        before it would stop firing)."""
+        self._sent = sent
+        self._valid_until = sent + self.ttl - self.renew_every
+        self._renew_at = sent + self.renew_every
+        grace = min(self.grace(self.renew_every), self.renew_every / 2)
+        self._next_attempt = self._renew_at + grace
+
+    def carry(self, local: float, early: float) -> bool:
+        """Whether a worker's poll sent now (``local``) should renew the lease: this
+        process leads, the lease is still good to fire on, and the renewal falls due
+        within ``early`` seconds (runtime/rides.py)."""
+        with self._lock:
+            return (
+                self.leading
+                and local < self._valid_until
+                and local + early >= self._renew_at
+            )
+
+    def renewed(self, sent: float, asked: datetime, row: Staged) -> bool:
+        """What a poll that carried the renewal (sent at ``sent``, wall ``asked``)
+        answered; answers whether it renewed. A lease it did not find held (it
+        changed hands) makes this process ask at once."""
+        with self._lock:
+            if not self.leading:
+                return True  # stepped down meanwhile: its own round decides
+            if not row["led"]:
+                self._renew_at = self._next_attempt = 0.0
+                return False
+            if sent <= self._sent:
+                return True  # a later renewal landed meanwhile
+            self._renewed(sent)
+            self.schedules_revision = row["schedules_revision"]
+        self.observe_clock(row["db_now"], asked)
+        return True
 
     def observe_clock(self, db_now: datetime, asked: datetime | None = None) -> None:
         """Keep how far the database's clock is from this host's: ``db_now`` was read
@@ -204,5 +254,10 @@ class LeaseHolder:
                 ttl=self.settings.SCHEDULER_LEASE,
                 role=self.role,
                 wall=self.wall,
+                grace=self.lease_grace,
             )
         return self._leadership
+
+    def lease_grace(self, renew_every: float) -> float:
+        """How long a due renewal waits for a worker's poll to carry it (0: none)."""
+        return 0.0

@@ -19,6 +19,7 @@ from ultimate_jobs.maintenance.host import Maintenance
 from ultimate_jobs.runtime.budget import warn_at_start
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.relay import BATCH_SIZE, Relay
+from ultimate_jobs.runtime.rides import Rides
 from ultimate_jobs.runtime.share import SlotShare
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.runtime.worker import Worker
@@ -49,6 +50,8 @@ class RoleOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     # Q1: one LISTEN session per alias that holds jobs tables (``wake`` is DATABASE's).
     wakes: dict[str, Wake] = field(default_factory=dict)
+    # N2: what a worker's idle poll carries for the process's other roles (rides.py)
+    rides: Rides = field(default_factory=Rides)
 
     def wake_of(self, alias: str) -> Wake | None:
         return self.wakes.get(
@@ -117,6 +120,7 @@ def _worker(options: RoleOptions) -> Role:
             alias=alias,
             share=share,
             prefetch=options.extra.get("prefetch"),
+            rides=options.rides,
         )
         for alias, served in by_alias.items()
     ]
@@ -134,6 +138,7 @@ def _scheduler(options: RoleOptions) -> Role:
             lifecycle=options.lifecycle,
             wake=options.wake_of(alias),
             alias=alias,
+            rides=options.rides,
         )
         for alias in options.settings.aliases
     ]
@@ -153,6 +158,7 @@ def _relay(options: RoleOptions) -> Role:
             relay_id=options.worker_id,
             batch_size=options.extra.get("batch_size", BATCH_SIZE),
             alias=alias,
+            rides=options.rides,
         )
         for alias in options.settings.aliases
     ]

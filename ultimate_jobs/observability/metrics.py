@@ -1,5 +1,5 @@
-"""Prometheus metrics (M1), registered in prometheus_client's default registry when
-the app is ready (apps.py imports this module).
+"""Prometheus metrics (M1), in prometheus_client's default registry from the moment
+prometheus_client is in the process (registered.py holds the series).
 
 Two kinds:
 
@@ -20,18 +20,32 @@ Label sets are bounded: ``job`` is a name from the registry of declared jobs (a 
 naming an undeclared job is counted under ``(unregistered)``), never input; ``queue``
 comes from declarations and enqueue options; ``outcome`` from the fixed list of W9
 plus ``unowned``. Serving the metrics over HTTP is exposition.py's job.
+
+A process that never imports prometheus_client (a ``jobs_worker`` without
+``--metrics-port``, in a project that exports nothing: no scraper can read it) does not
+load it for this package either (N2's RSS: 1.2 MiB and 30 modules): the worker's
+counts are kept here in plain tallies, and ``watch`` (apps.py) registers the series
+the moment anything imports prometheus_client (django-prometheus, this package's
+``/metrics`` view, ``--metrics-port``, the app's own exporter), adding the tallies so
+far. A process that had imported it before the app was ready, or runs in
+prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), registers them
+when the app is ready, as before. Either way every exporter of the default registry
+serves the same series with the same counts.
 """
 
 from __future__ import annotations
 
-import functools
+import bisect
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import logging
-from collections.abc import Iterator
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import Any
-
-from prometheus_client import REGISTRY, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import Database, DjangoDatabase
@@ -96,38 +110,26 @@ CLAIM_BUCKETS = (
     2.5,
 )
 
-JOBS = Counter(
-    "ultimate_jobs_jobs",
-    "Attempts that ended, by queue, job and outcome (W9; 'unowned': fenced out).",
-    ["queue", "job", "outcome"],
+# What registered.py defines, answered through it (module ``__getattr__``).
+SERIES = frozenset(
+    {
+        "JOBS",
+        "JOB_DURATION",
+        "LEASES_LOST",
+        "ROWS_UNREADABLE",
+        "BODIES_ABANDONED",
+        "CLAIM_SECONDS",
+        "QUEUE_COLLECTOR",
+    }
 )
-JOB_DURATION = Histogram(
-    "ultimate_jobs_job_duration_seconds",
-    "Wall time of one attempt, from the start of the body to the write of its outcome.",
-    ["queue", "job"],
-    buckets=DURATION_BUCKETS,
-)
-LEASES_LOST = Counter(
-    "ultimate_jobs_leases_lost",
-    "Leases a worker failed to renew for a whole window (the job may run twice).",
-    ["queue"],
-)
-ROWS_UNREADABLE = Counter(
-    "ultimate_jobs_rows_unreadable",
-    "Stored rows a reader skipped because Python cannot read them (B4), by table.",
-    ["table"],
-)
-BODIES_ABANDONED = Counter(
-    "ultimate_jobs_bodies_abandoned",
-    "Bodies that ran on past their timeout, ignoring their cancel token: each holds "
-    "a handler thread until it returns (S6).",
-    ["queue", "job"],
-)
-CLAIM_SECONDS = Histogram(
-    "ultimate_jobs_claim_seconds",
-    "Time one claim statement took (W2), empty claims included.",
-    buckets=CLAIM_BUCKETS,
-)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+_lock = threading.Lock()
+_live: ModuleType | None = None  # registered.py, once prometheus_client is here
+# The tallies before then: counters by label values; histograms as the count per
+# bucket (the last one past the highest bound) and the sum, by label values.
+_counts: dict[tuple[str, tuple[str, ...]], float] = {}
+_histograms: dict[tuple[str, tuple[str, ...]], tuple[list[int], list[float]]] = {}
 
 
 def job_label(name: str, jobs: Registry = registry) -> str:
@@ -135,49 +137,103 @@ def job_label(name: str, jobs: Registry = registry) -> str:
     return name if name in jobs else UNREGISTERED
 
 
-@functools.lru_cache(maxsize=4096)
-def _outcome_series(queue: str, job: str, outcome: str) -> tuple[Any, Any]:
-    """The two series one attempt moves; looked up once per label set, not per job
-    (the label sets are bounded: declared names, queues and outcomes)."""
-    return JOBS.labels(queue, job, outcome), JOB_DURATION.labels(queue, job)
+def _count(series: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
+    key = (series, labels)
+    _counts[key] = _counts.get(key, 0.0) + amount
+
+
+def _observe(
+    series: str, labels: tuple[str, ...], bounds: Sequence[float], value: float
+) -> None:
+    buckets, total = _histograms.setdefault(
+        (series, labels), ([0] * (len(bounds) + 1), [0.0])
+    )
+    buckets[bisect.bisect_left(bounds, value)] += 1  # the first bound >= value
+    total[0] += value
 
 
 def attempt_finished(
     job: ClaimedJob, outcome: str, duration: float, *, jobs: Registry = registry
 ) -> None:
     """Count one attempt's outcome and observe its duration."""
-    count, durations = _outcome_series(
-        job["queue"], job_label(job["name"], jobs), outcome
-    )
+    labels = (job["queue"], job_label(job["name"], jobs))
+    duration = max(duration, 0.0)
+    if _live is None:
+        with _lock:
+            if _live is None:
+                _count("JOBS", (*labels, outcome))
+                _observe("JOB_DURATION", labels, DURATION_BUCKETS, duration)
+                return
+    count, durations = _live.outcome_series(*labels, outcome)
     count.inc()
-    durations.observe(max(duration, 0.0))
+    durations.observe(duration)
+
+
+def attempts_finished(
+    queue: str,
+    name: str,
+    outcome: str,
+    durations: Sequence[float],
+    *,
+    jobs: Registry = registry,
+) -> None:
+    """Count many attempts of one job name and outcome at once (a batch of
+    completions, N2): one counter update for all, each duration observed."""
+    labels = (queue, job_label(name, jobs))
+    if _live is None:
+        with _lock:
+            if _live is None:
+                _count("JOBS", (*labels, outcome), len(durations))
+                for duration in durations:
+                    _observe(
+                        "JOB_DURATION", labels, DURATION_BUCKETS, max(duration, 0.0)
+                    )
+                return
+    count, histogram = _live.outcome_series(*labels, outcome)
+    count.inc(len(durations))
+    observe = histogram.observe
+    for duration in durations:
+        observe(max(duration, 0.0))
 
 
 def job_buried(job: ClaimedJob, *, jobs: Registry = registry) -> None:
     """Count a job the claim itself buried (W5: lease lapsed on the final attempt):
     dead-lettered, or dropped for a job declared ``dead_letter=False``."""
     outcome = "dead-lettered" if job["state"] == "dead" else "dropped"
-    JOBS.labels(
-        queue=job["queue"], job=job_label(job["name"], jobs), outcome=outcome
-    ).inc()
+    _inc("JOBS", (job["queue"], job_label(job["name"], jobs), outcome))
 
 
 def lease_lost(queue: str) -> None:
-    LEASES_LOST.labels(queue=queue).inc()
+    _inc("LEASES_LOST", (queue,))
 
 
 def row_unreadable(table: str, count: int = 1) -> None:
     """Count stored rows a reader skipped (B4); ``table`` is one of the app's."""
-    ROWS_UNREADABLE.labels(table=table).inc(count)
+    _inc("ROWS_UNREADABLE", (table,), count)
 
 
 def body_abandoned(queue: str, name: str, *, jobs: Registry = registry) -> None:
     """Count a body that ran past its timeout and kept its thread (S6)."""
-    BODIES_ABANDONED.labels(queue=queue, job=job_label(name, jobs)).inc()
+    _inc("BODIES_ABANDONED", (queue, job_label(name, jobs)))
 
 
 def claim_finished(seconds: float) -> None:
-    CLAIM_SECONDS.observe(max(seconds, 0.0))
+    seconds = max(seconds, 0.0)
+    if _live is None:
+        with _lock:
+            if _live is None:
+                _observe("CLAIM_SECONDS", (), CLAIM_BUCKETS, seconds)
+                return
+    _live.CLAIM_SECONDS.observe(seconds)
+
+
+def _inc(series: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
+    if _live is None:
+        with _lock:
+            if _live is None:
+                _count(series, labels, amount)
+                return
+    getattr(_live, series).labels(*labels).inc(amount)
 
 
 class QueueCollector:
@@ -194,11 +250,11 @@ class QueueCollector:
     def __init__(self, database: Database | None = None) -> None:
         self.database = database
 
-    def describe(self) -> Iterator[Metric]:
+    def describe(self) -> Iterator[Any]:
         # Registration asks for the names: answer them without touching the database.
         yield from self._families()
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Any]:
         settings = get_settings()
         known = [*registry.queues(), *settings.QUEUES]
         if self.database is not None:
@@ -226,7 +282,10 @@ class QueueCollector:
         yield from (depth, oldest, running, dead, oldest_dead)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
+    def _families() -> tuple[Any, ...]:
+        # Asked for by prometheus_client only: it is imported already.
+        from prometheus_client.core import GaugeMetricFamily
+
         return (
             GaugeMetricFamily(
                 "ultimate_jobs_queue_depth",
@@ -257,5 +316,69 @@ class QueueCollector:
         )
 
 
-QUEUE_COLLECTOR = QueueCollector()
-REGISTRY.register(QUEUE_COLLECTOR)
+def materialize() -> ModuleType:
+    """Register the series in prometheus_client's default registry (importing it),
+    add what was tallied so far, and record into them from now on. Idempotent."""
+    global _live
+    if _live is not None:
+        return _live
+    live = importlib.import_module("ultimate_jobs.observability.registered")
+    with _lock:
+        if _live is None:
+            for (series, labels), amount in _counts.items():
+                metric = getattr(live, series)
+                metric.labels(*labels).inc(amount)
+            for (series, labels), (buckets, total) in _histograms.items():
+                metric = getattr(live, series)
+                child = metric.labels(*labels) if labels else metric
+                # prometheus_client keeps a histogram as a count per bucket (not
+                # cumulative) and a sum: the tallies are added to them as they are.
+                for value, count in zip(child._buckets, buckets, strict=True):
+                    if count:
+                        value.inc(count)
+                child._sum.inc(total[0])
+            _counts.clear()
+            _histograms.clear()
+            _live = live
+    return live
+
+
+class _Watch(importlib.abc.MetaPathFinder):
+    """Registers the series right after prometheus_client itself is imported."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "prometheus_client":
+            return None
+        sys.meta_path.remove(self)  # once; the other finders answer the spec
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec  # pragma: no cover - not a regular package: nothing to wrap
+        exec_module = loader.exec_module
+
+        def exec_then_register(module: ModuleType) -> None:
+            exec_module(module)
+            materialize()
+
+        loader.exec_module = exec_then_register  # type: ignore[method-assign]
+        return spec
+
+
+def watch() -> None:
+    """M1 from the app's ``ready``: register the series now when prometheus_client is
+    already imported (or multiprocess mode is on), else the moment it is."""
+    if "prometheus_client" in sys.modules or os.environ.get(MULTIPROC_ENV):
+        materialize()
+        return
+    if not any(isinstance(finder, _Watch) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Watch())
+
+
+def __getattr__(name: str) -> Any:
+    """``JOBS``, ``QUEUE_COLLECTOR`` … of registered.py: asking
+    for one imports prometheus_client and registers the series."""
+    if name in SERIES:
+        return getattr(materialize(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,9 @@ Batching comes from concurrency, not from a timer: a write takes whatever arrive
 the previous one was in flight, so an idle worker writes a lone completion at once and a
 busy one writes dozens per statement. ``window`` only bounds how long a completion can
 wait when writes keep failing. A job's idempotency key is released when its completion
-commits (J2). ``close()`` writes what is left (the worker's drain calls it).
+commits (J2). ``close()`` writes what is left (the worker's drain calls it). Once a
+batch is written, each executor's completions in it are reported together
+(``Finisher.completions``: one counter update per job name, N2).
 
 Completions whose outcome somebody must hear about right after the row settles
 (``on_settled``, ``job_settled`` receivers, a concurrency slot to free) are not batched:
@@ -23,9 +25,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ultimate_jobs.db import Database, hot_door
 from ultimate_jobs.ground.exceptions import QueryError
@@ -38,13 +40,26 @@ logger = logging.getLogger(__name__)
 MAX_BATCH = 500
 
 
-@dataclass(frozen=True, slots=True)
+class Reporter(Protocol):
+    """Reports a batch of written completions (``Finisher.completions``)."""
+
+    def completions(
+        self, batch: Sequence[Pending], landed: Collection[Any]
+    ) -> None: ...
+
+
+@dataclass(slots=True)
 class Pending:
-    """One completed job waiting to be written."""
+    """One completed job waiting to be written (never changed once made: not frozen
+    only because a frozen dataclass's ``__init__`` costs 0.53 µs against 0.12, N2)."""
 
     job: Fence
     progress: str | None
     then: Callable[[bool], object] | None  # told whether the fenced write landed
+    # Or, for an executor's completion: the finisher that reports it with the rest of
+    # its batch (one metric update per job name, N2), and the attempt's duration.
+    finisher: Reporter | None = None
+    duration: float = 0.0
 
 
 class Acks:
@@ -87,15 +102,20 @@ class Acks:
         job: Fence,
         progress: str | None = None,
         then: Callable[[bool], object] | None = None,
+        *,
+        finisher: Reporter | None = None,
+        duration: float = 0.0,
     ) -> bool:
-        """Queue one completion; ``then(landed)`` is called once it is written.
+        """Queue one completion; ``then(landed)`` is called once it is written, or
+        ``finisher`` reports it (``Finisher.completions``) with the rest of its batch.
 
         Answers False after ``close()``: the caller writes the completion itself.
         """
+        pending = Pending(job, progress, then, finisher, duration)
         with self._changed:
             if self._closing:
                 return False
-            self._pending.append(Pending(job, progress, then))
+            self._pending.append(pending)
             if self._idle.is_set():  # Event.clear takes its lock: only when set
                 self._idle.clear()
             self._changed.notify()
@@ -159,8 +179,11 @@ class Acks:
                 pause = min(pause * 2, 2.0)
         self.batches += 1
         landed = {row["id"] for row in rows}
+        reported: dict[Reporter, list[Pending]] = {}
         for pending in batch:
-            if pending.then is not None:
+            if pending.finisher is not None:
+                reported.setdefault(pending.finisher, []).append(pending)
+            elif pending.then is not None:
                 try:
                     pending.then(pending.job["id"] in landed)
                 except Exception:
@@ -168,5 +191,12 @@ class Acks:
                         "jobs.acks.callback-failed",
                         extra={"job_id": str(pending.job["id"])},
                     )
+        # N2: each executor's completions reported at once (one counter update per
+        # job name), never the write's concern.
+        for finisher, done in reported.items():
+            try:
+                finisher.completions(done, landed)
+            except Exception:
+                logger.exception("jobs.acks.callback-failed", extra={"jobs": len(done)})
         # S11, Q1: the batch committed; wake parents on another alias (best-effort).
         wake_parents_of(self.db, self.alias, rows)

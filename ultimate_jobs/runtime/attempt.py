@@ -25,7 +25,7 @@ from ultimate_jobs.runtime.outcomes import Attempt, Outcome
 from ultimate_jobs.sql.rows import ClaimedJob
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Ending:
     """One attempt's context and how its body ended: returned, raised or suspended."""
 

@@ -36,6 +36,7 @@ from ultimate_jobs.observability import metrics
 from ultimate_jobs.observability.redaction import logged_correlation
 from ultimate_jobs.runtime.admission import Admission, admit
 from ultimate_jobs.runtime.outcomes import Outcome, announce
+from ultimate_jobs.runtime.rides import NO_RIDE
 from ultimate_jobs.runtime.settle import Settler
 from ultimate_jobs.runtime.unreadable import bury_unreadable
 from ultimate_jobs.sql import Query, arrays
@@ -100,6 +101,11 @@ class Claimer:
         # (runtime/heartbeat.py). The testing runner carries none.
         self.carry: Callable[[], str | None] = lambda: None
         self.carried: Callable[[float, Staged], None] = lambda *_: None
+        # So do the leader lease and the relay's idle poll of the worker's process
+        # (C3, O2, N2; runtime/rides.py): ``ride`` answers the pass's parameters for
+        # them, ``rode`` hears the answer.
+        self.ride: Callable[[], dict[str, Any]] = lambda: NO_RIDE
+        self.rode: Callable[[float, Staged], None] = lambda *_: None
         self._staged_at = float("-inf")
         self._stage_now = False
         self._claim_now = False
@@ -187,8 +193,10 @@ class Claimer:
     def _stage(self) -> tuple[int, bool]:
         """One staging pass (job_stage): due delayed rows and lapsed leases made ready,
         lapsed final attempts buried and announced (W5); an idle worker's registry row
-        refreshed when it is due (W8)."""
+        refreshed when it is due (W8), its process's leader lease renewed and outbox
+        looked at when they ride (C3, O2)."""
         registry = self.carry()
+        riders = self.ride()
         sent_at = time.monotonic()
         rows: list[Staged] = hot_door(self.db)(
             JOB_STAGE,
@@ -199,12 +207,14 @@ class Claimer:
             registry=registry,
             registry_lease=self.lease,
             now=self._now(),
+            **riders,
         )
         self._bury_unreadable()
         if not rows:
             return 0, False
         if registry is not None:
             self.carried(sent_at, rows[0])
+        self.rode(sent_at, rows[0])
         for row in rows:
             if row["id"] is not None:
                 self.ended += 1
@@ -259,11 +269,19 @@ class Claimer:
             announce(self.jobs.get(row["name"]), row, None, outcome)
 
 
+_SUMMARY = (
+    "staged",
+    "ready",
+    "registered",
+    "drain",
+    "led",
+    "schedules_revision",
+    "db_now",
+    "outbox",
+)
+
+
 def _buried(row: Staged) -> ClaimedJob:
     """A row job_stage buried, in the shape announcements take."""
-    fields = {
-        k: v
-        for k, v in row.items()
-        if k not in ("staged", "ready", "registered", "drain")
-    }
+    fields = {k: v for k, v in row.items() if k not in _SUMMARY}
     return cast(ClaimedJob, {"refused": False, **fields, "lease_key": None})

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ultimate_jobs.declaration.decision import decide
 from ultimate_jobs.declaration.redaction import cached_redaction, scrub_text
@@ -24,13 +25,14 @@ from ultimate_jobs.runtime.outcomes import (
     Attempt,
     Outcome,
     announce,
+    completed_attempt,
     job_fields,
 )
 from ultimate_jobs.runtime.settle import Settler, error_code, format_error
 from ultimate_jobs.sql.rows import ClaimedJob
 
 if TYPE_CHECKING:
-    from ultimate_jobs.runtime.acks import Acks
+    from ultimate_jobs.runtime.acks import Acks, Pending
 
 logger = logging.getLogger(__name__)
 # P11: how long a row whose input is newer than this code waits before it is due again
@@ -81,26 +83,14 @@ class Finisher:
         duration = time.monotonic() - started
         if self.acks is not None and not _heard(handle, job):
             # N3: nobody waits on this ending; the completion joins the next batch and
-            # is reported once it is written.
+            # is reported with it once written (``completions``).
             self.settler.before()
-            batched = self.acks.add(
-                job,
-                progress,
-                lambda landed: self.report(
-                    job, Outcome.COMPLETED, landed, started, token, duration=duration
-                ),
-            )
+            batched = self.acks.add(job, progress, finisher=self, duration=duration)
         else:
             batched = False
         if batched:
             # Reported as landed: whether it did is logged and counted when written.
-            return Attempt(
-                job["id"],
-                job["name"],
-                Outcome.COMPLETED,
-                landed=True,
-                duration=duration,
-            )
+            return completed_attempt(job["id"], job["name"], duration)
         landed = self.settler.complete(job, progress)
         attempt = self.report(job, Outcome.COMPLETED, landed, started, token)
         if landed:
@@ -233,13 +223,39 @@ class Finisher:
             job, Outcome.INTERRUPTED, landed, started, token, due_in=delay
         )
 
+    def completions(self, batch: Sequence[Pending], landed: Collection[Any]) -> None:
+        """Report a batch of completions the acks wrote (N3), ``landed`` the ids whose
+        fenced write landed: the metrics move once per queue and job name (N2), each
+        landed job's DEBUG line only when DEBUG is on, and a completion fenced out is
+        reported as ``report`` reports it (W3)."""
+        durations: dict[tuple[str, str], list[float]] = {}
+        debug = logger.isEnabledFor(logging.DEBUG)
+        for pending in batch:
+            job = cast("ClaimedJob", pending.job)
+            if job["id"] not in landed:
+                self.report(
+                    job,
+                    Outcome.COMPLETED,
+                    landed=False,
+                    started=0.0,
+                    duration=pending.duration,
+                )
+                continue
+            durations.setdefault((job["queue"], job["name"]), []).append(
+                pending.duration
+            )
+            if debug:
+                _settled_line(job, pending.duration)
+        for (queue, name), spent in durations.items():
+            metrics.attempts_finished(queue, name, COMPLETED, spent, jobs=self.jobs)
+
     def report(
         self,
         job: ClaimedJob,
         outcome: Outcome,
         landed: bool,  # noqa: FBT001 - internal helper, always called with a computed value
         started: float,
-        token: CancelToken,
+        token: CancelToken | None = None,
         error: BaseException | None = None,
         *,
         stop: str | None = None,
@@ -257,14 +273,7 @@ class Finisher:
             # line each cost a tenth of the worker's time. Failures, retries, deaths
             # and every other ending stay at INFO and above.
             if logger.isEnabledFor(logging.DEBUG):
-                logger.debug(
-                    "jobs.attempt.settled",
-                    extra={
-                        **job_fields(job),
-                        "outcome": str(outcome),
-                        "duration": round(duration, 6),
-                    },
-                )
+                _settled_line(job, duration)
             return Attempt(
                 job["id"], job["name"], outcome, landed, duration, None, run_at, due_in
             )
@@ -324,6 +333,21 @@ class Finisher:
             return ()
         redaction = cached_redaction(handle.definition.redact, self.redact)
         return tuple(redaction.secrets(kwargs))
+
+
+COMPLETED = str(Outcome.COMPLETED)
+
+
+def _settled_line(job: ClaimedJob, duration: float) -> None:
+    """A success's line (DEBUG, N2; M2's fields)."""
+    logger.debug(
+        "jobs.attempt.settled",
+        extra={
+            **job_fields(job),
+            "outcome": COMPLETED,
+            "duration": round(duration, 6),
+        },
+    )
 
 
 def _heard(handle: Declared, job: ClaimedJob) -> bool:

@@ -43,12 +43,19 @@ the outbox holds no row due later, so a proven relay's poll only covers a lost
 notification or a dead relay's lapsed batch, and polls rarely. A pass that fails is logged
 ``jobs.outbox.tick-failed`` and the loop re-arms with a backoff. On SIGTERM the pass in
 flight finishes (publish and mark) and the loop ends.
+
+Riding a worker's poll (N2, issue 26): in a process whose worker polls the same alias,
+the worker's idle poll looks at the outbox while the relay waits idle and wakes the
+relay when a row waits (runtime/rides.py); a poll that found nothing stands in for the
+relay's own timed pass, which runs only once no poll has looked for the idle ceiling
+(a busy worker). The NOTIFY stays the fast path (O5).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +70,7 @@ from ultimate_jobs.ground.ids import process_name
 from ultimate_jobs.observability import metrics
 from ultimate_jobs.runtime.lifecycle import Lifecycle
 from ultimate_jobs.runtime.publisher import Publisher
+from ultimate_jobs.runtime.rides import Rides
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
 from ultimate_jobs.sql import QUERIES
 from ultimate_jobs.sql.rows import (
@@ -127,6 +135,7 @@ class Relay:
         db: Database | None = None,
         now: Callable[[], Any] = lambda: None,
         alias: str | None = None,
+        rides: Rides | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         # Q1: the alias whose outbox this relay claims; rows of queues routed to other
@@ -145,6 +154,14 @@ class Relay:
         self.published = 0
         self._wake = threading.Event()
         self.lifecycle.on_stop(lambda reason: self._wake.set())
+        # N2 (issue 26): while this relay waits idle, its process's worker polling the
+        # same alias looks at the outbox in its own poll (runtime/rides.py): ``idle``
+        # asks it to, ``polled`` hears that it found nothing, ``wake`` that it did.
+        self.idle = False
+        self._polled_at = float("-inf")  # monotonic time the last such poll was sent
+        self._ride = rides.of(self.alias) if rides is not None else None
+        if self._ride is not None:
+            self._ride.relay = self
 
     # -- the loop ----------------------------------------------------------------
 
@@ -175,6 +192,7 @@ class Relay:
         idle = interval
         failures = 0
         while not self.lifecycle.stopping.is_set():
+            passed_at = time.monotonic()
             try:
                 done = self.run_once(db)
             except Exception as exc:
@@ -194,12 +212,28 @@ class Relay:
             if done.claimed:
                 idle = interval
                 continue  # there may be more: pass again at once
-            self._wait(idle)
+            self._wait_idle(idle, passed_at)
             idle = min(idle * 2, self.idle_ceiling())
 
-    def _wait(self, seconds: float) -> None:
-        if self._wake.wait(seconds):
+    def _wait_idle(self, seconds: float, passed_at: float) -> None:
+        """Wait ``seconds`` after an empty pass that began at ``passed_at``, or until
+        woken. A worker's poll that looked at the outbox since and found nothing
+        stands in for the next pass: the wait goes on until no poll has looked for
+        the idle ceiling (N2, runtime/rides.py)."""
+        self.idle = True
+        try:
+            while not self._wake.wait(seconds):
+                if self.lifecycle.stopping.is_set() or self._polled_at <= passed_at:
+                    return
+                passed_at = self._polled_at
+                seconds = max(passed_at + self.idle_ceiling() - time.monotonic(), 0.001)
             self._wake.clear()
+        finally:
+            self.idle = False
+
+    def polled(self, sent_at: float) -> None:
+        """A worker's poll sent at monotonic ``sent_at`` found no row to claim."""
+        self._polled_at = max(self._polled_at, sent_at)
 
     def _on_notification(self, payload: str) -> None:
         self.wake()

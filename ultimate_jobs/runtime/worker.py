@@ -63,6 +63,7 @@ from ultimate_jobs.runtime.heartbeat import Beat
 from ultimate_jobs.runtime.held import Ledger
 from ultimate_jobs.runtime.lifecycle import DRAIN, FINISH, Lifecycle
 from ultimate_jobs.runtime.pool import Pool
+from ultimate_jobs.runtime.rides import Rides
 from ultimate_jobs.runtime.share import SlotShare
 from ultimate_jobs.runtime.timers import WakeTimer
 from ultimate_jobs.runtime.wake import QUEUE_CHANNEL, Wake
@@ -116,6 +117,7 @@ class Worker:
         alias: str | None = None,
         share: SlotShare | None = None,
         prefetch: int | None = None,
+        rides: Rides | None = None,
     ) -> None:
         self.settings = settings = settings or get_settings()
         # Q1: the alias whose queues this worker claims (DATABASE unless a process
@@ -185,6 +187,13 @@ class Worker:
         # next poll is at most the idle ceiling away.
         self.claimer.carry = lambda: self.heartbeat.carry(self.idle_ceiling())
         self.claimer.carried = self.heartbeat.carried
+        # So do the leader lease and the relay's idle poll of this process on this
+        # alias (C3, O2, N2; runtime/rides.py).
+        if rides is not None:
+            ride = rides.of(self.alias)
+            ride.horizon = lambda: self.idle_ceiling()
+            self.claimer.ride = ride.params
+            self.claimer.rode = ride.answered
         self.pool = Pool(
             self.ledger,
             alias=self.alias,

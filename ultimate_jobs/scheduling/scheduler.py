@@ -31,6 +31,7 @@ from ultimate_jobs.ground.ids import process_name
 from ultimate_jobs.maintenance.host import Maintenance
 from ultimate_jobs.maintenance.leader import Leadership, LeaseHolder
 from ultimate_jobs.runtime.lifecycle import Lifecycle
+from ultimate_jobs.runtime.rides import Rides
 from ultimate_jobs.runtime.wake import Wake
 from ultimate_jobs.scheduling.firing import Fire, Firing
 from ultimate_jobs.scheduling.tasks import TaskRegistry, task_registry
@@ -59,6 +60,7 @@ class Scheduler(LeaseHolder):
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         alias: str | None = None,
         maintenance: Maintenance | None = None,
+        rides: Rides | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         # Q1: the alias this scheduler leads on (its leader lease and watermarks); it
@@ -92,6 +94,14 @@ class Scheduler(LeaseHolder):
         self._nudge = threading.Event()
         self._listening = False
         self.lifecycle.on_stop(lambda reason: self._nudge.set())
+        # C3, N2 (issue 26): the idle poll of this process's worker on the same alias
+        # carries the lease renewal (runtime/rides.py); on the process's own clock only.
+        self.ride = (
+            rides.of(self.alias) if rides is not None and clock is None else None
+        )
+        if self.ride is not None:
+            self.ride.leadership = lambda: self._leadership
+            self.ride.on_lost = self._nudge.set
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -146,6 +156,9 @@ class Scheduler(LeaseHolder):
 
     # Its session and lease (db, leadership): maintenance/leader.py LeaseHolder.
 
+    def lease_grace(self, renew_every: float) -> float:
+        return self.ride.grace(renew_every) if self.ride is not None else 0.0
+
     @property
     def leading(self) -> bool:
         return self.leadership.leading
@@ -164,8 +177,9 @@ class Scheduler(LeaseHolder):
             was_leading = leadership.is_leading(local)
             if leadership.acquire(local, driven) and not was_leading:
                 self.firing.loaded = False  # another leader may have fired meanwhile
-            if leadership.schedules_revision != self.firing.schedules_revision:
-                self.firing.schedules = None
+        # The revision answers each renewal, this round's or one a poll carried.
+        if leadership.schedules_revision != self.firing.schedules_revision:
+            self.firing.schedules = None
         # C9: the time of the round is the database's, read through the offset the
         # lease statement measured; the host's own clock may be wrong.
         current = driven or leadership.database_now()

@@ -59,6 +59,17 @@ def _pack(
     element, array = kind
     if not values:
         return BinaryArray(array, _EMPTY.pack(0, 0, element), values)
+    first, size = values[0], len(values)
+    if values[-1] == first and values.count(first) == size:
+        # One value down the whole column (the name, the queue, a NULL): its bytes
+        # repeated, without a lookup per element. Equal values are encoded alike,
+        # as the memo below does.
+        if first is None:
+            return BinaryArray(
+                array, _HEADER.pack(1, 1, element, size, 1) + _NULL * size, values
+            )
+        header = _HEADER.pack(1, 0, element, size, 1)
+        return BinaryArray(array, header + chunk(first) * size, values)
     memo: dict[Any, bytes] = {}
     parts = []
     has_null = 0
@@ -142,10 +153,11 @@ def timestamps(values: Sequence[datetime.datetime | None]) -> BinaryArray:
     """Instants as a text[] of ISO 8601 texts, for a ``::timestamptz[]`` cast. An aware
     one is written in UTC (PostgreSQL reads no offset past 15:59, Python allows 24 h);
     a naive one is read in the session's time zone, as a ``timestamp`` parameter is."""
-    return _pack(TEXT, values, lambda value: _text_chunk(_iso(value)))
+    return _pack(TEXT, values, lambda value: _text_chunk(iso(value)))
 
 
-def _iso(value: datetime.datetime) -> str:
+def iso(value: datetime.datetime) -> str:
+    """An instant as the ISO 8601 text a ``::timestamptz`` cast reads (see timestamps)."""
     if value.tzinfo is not None and value.utcoffset() is not None:
         value = value.astimezone(datetime.UTC)
     return value.isoformat()

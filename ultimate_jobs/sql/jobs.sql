@@ -144,12 +144,42 @@ SELECT input.id, input.run_id, input.name, input.queue, input.priority,
     ON CONFLICT DO NOTHING
 RETURNING id, queue, run_at
 
--- name: job_enqueue :many
+-- fragment: job_wake
+-- N1: announce each queue that got a row due within 1 s from the `inserted` CTE
+-- (job_insert), at most once per queue per 250 ms slot while the queue is backed up:
+-- not when a job of that queue created since the slot began is visible and still
+-- unclaimed ('ready'), since a worker woken for that one will find this one too. A job
+-- the workers already took does not silence the next, so a quiet queue is announced
+-- job by job. Ids are UUIDv7, so the slot's first possible id bounds a primary-key
+-- range scan: the closed range and `state || ''` keep the planner off the ready index,
+-- whose scan would read every ready row of the queue (4 ms per enqueue at a 40,000
+-- backlog; the range reads only this slot's rows). Deduped rows inserted nothing and
+-- announce nothing.
+SELECT pg_notify('ultimate_jobs_wake', due.queue)
+  FROM (
+        SELECT DISTINCT inserted.queue
+          FROM inserted
+         WHERE inserted.run_at <= coalesce(%(now)s::timestamptz, now()) + interval '1 second'
+       ) AS due
+ WHERE NOT EXISTS (
+           SELECT 1
+             FROM ultimate_jobs_job AS job
+            WHERE job.id BETWEEN (
+                      lpad(to_hex((floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) * 4) * 250)::bigint), 12, '0')
+                      || '00000000000000000000'
+                  )::uuid AND 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
+              AND job.queue = due.queue
+              AND job.state::text || '' = 'ready'
+       )
+
+-- name: job_enqueue :one
 -- Insert one row per array element (H3: a fixed number of parameters for any batch,
--- one statement). A row that a live job's key or an existing id holds inserts nothing
--- and is absent from the answer: the caller asks job_holders which job holds it.
--- concurrency_key is the lease key of a keyed limit, computed from the input (L2).
--- Waking workers is throttled in the statement itself (see `woken`).
+-- one statement). A row that a live job's key or an existing id holds inserts nothing:
+-- the one row answered lists those rows' ordinals (1-based, in input order) as
+-- `deduped`, and the caller asks job_holders which job holds each. The ids are made by
+-- the client, so a written row needs no answer (issue 26: 1,000 ids were most of the
+-- result). concurrency_key is the lease key of a keyed limit, computed from the input
+-- (L2). Waking workers is throttled in the statement itself (job_wake).
 WITH input AS (
     {{job_input}}
 ),
@@ -157,37 +187,59 @@ inserted AS (
     {{job_insert}}
 ),
 woken AS (
-    -- N1: announce each queue that got a row due within 1 s, at most once per queue
-    -- per 250 ms slot while the queue is backed up: not when a job of that queue
-    -- created since the slot began is visible and still unclaimed ('ready'), since a
-    -- worker woken for that one will find this one too. A job the workers already took
-    -- does not silence the next, so a quiet queue is announced job by job. Ids are
-    -- UUIDv7, so the slot's first possible id bounds a primary-key range scan: the
-    -- closed range and `state || ''` keep the planner off the ready index, whose scan
-    -- would read every ready row of the queue (4 ms per enqueue at a 40,000 backlog;
-    -- the range reads only this slot's rows). Deduped rows inserted nothing and
-    -- announce nothing.
-    SELECT pg_notify('ultimate_jobs_wake', due.queue)
-      FROM (
-            SELECT DISTINCT inserted.queue
-              FROM inserted
-             WHERE inserted.run_at <= coalesce(%(now)s::timestamptz, now()) + interval '1 second'
-           ) AS due
-     WHERE NOT EXISTS (
-               SELECT 1
-                 FROM ultimate_jobs_job AS job
-                WHERE job.id BETWEEN (
-                          lpad(to_hex((floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) * 4) * 250)::bigint), 12, '0')
-                          || '00000000000000000000'
-                      )::uuid AND 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
-                  AND job.queue = due.queue
-                  AND job.state::text || '' = 'ready'
-           )
+    {{job_wake}}
 )
--- Selecting wake.announced keeps `woken` in the plan (an unused join would be removed).
-SELECT inserted.id, wake.announced
-  FROM inserted
- CROSS JOIN (SELECT count(*) AS announced FROM woken) AS wake;
+-- Both are scalar subqueries of a one-row SELECT, so `woken` always runs (a CTE no
+-- part of the answer reads would be left out of the plan).
+SELECT (SELECT count(*) FROM woken) AS announced,
+       coalesce(
+           (SELECT array_agg(given.ord ORDER BY given.ord)
+              FROM unnest(%(id)s::uuid[]) WITH ORDINALITY AS given(id, ord)
+             WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.id)),
+           '{}'::bigint[]
+       ) AS deduped;
+
+-- name: job_enqueue_one :one
+-- job_enqueue for one row, the enqueue one by one (issue 26): the same insert (J1, J2,
+-- O2) and wake (N1), its columns as scalar parameters (no arrays to pack for a single
+-- row). Answers whether the row was written; not written, a live job's key or an
+-- existing id holds it, and the caller asks job_holders which job.
+WITH input AS (
+    SELECT i.*,
+           coalesce(
+               i.run_at,
+               coalesce(%(now)s::timestamptz, now())
+                   + make_interval(secs => coalesce(i.delay, 0))
+           ) AS due
+      FROM (
+            SELECT %(id)s::uuid AS id,
+                   %(run_id)s::uuid AS run_id,
+                   %(name)s::text AS name,
+                   %(queue)s::text AS queue,
+                   %(priority)s::smallint AS priority,
+                   %(input)s::jsonb AS input,
+                   %(tenant_id)s::text AS tenant_id,
+                   %(idempotency_key)s::text AS idempotency_key,
+                   %(max_attempts)s::integer AS max_attempts,
+                   %(run_at)s::timestamptz AS run_at,
+                   %(delay)s::double precision AS delay,
+                   %(correlation_id)s::text AS correlation_id,
+                   %(enqueued_by)s::text AS enqueued_by,
+                   %(concurrency_key)s::text AS concurrency_key,
+                   %(redact)s::jsonb AS redact,
+                   %(shown_key)s::text AS shown_key,
+                   %(parent_id)s::uuid AS parent_id,
+                   1 AS ord
+           ) AS i
+),
+inserted AS (
+    {{job_insert}}
+),
+woken AS (
+    {{job_wake}}
+)
+SELECT (SELECT count(*) FROM inserted) > 0 AS inserted,
+       (SELECT count(*) FROM woken) AS announced;
 
 -- name: job_holders :many
 -- For enqueued rows that inserted nothing: the job that holds each one's place, a
@@ -492,9 +544,14 @@ SELECT false AS refused, claimed.id, claimed.run_id, claimed.name,
 -- does; the row's lists are not touched (the worker carries it only while they are
 -- empty and unchanged). `registered` says the row was found and refreshed, `drain`
 -- whether an operator asked this worker to drain (both false when not carried).
+-- It carries the other roles of the worker's process too (C3, O2, N2, issue 26): the
+-- scheduler's leader lease when `leader_holder` holds it (`led`: renewed; with the
+-- schedules revision and `db_now`, as leader_acquire answers them), and, when
+-- `outbox_lease` is set, `outbox`: whether a row waits that outbox_claim would take
+-- (the relay then claims; its NOTIFY stays the fast path, O5).
 -- Map (phase: CTEs, rules): pick: due (S3), lapsed (W5) -> move: woken (W3, W5),
 --   buried (bury_lapsed, W5) -> record: lapsed_kept (P6), counted (P5),
---   expired, registered (W8) -> answer: summary (W2, N1).
+--   expired, registered (W8), led (C3) -> answer: summary (W2, N1, O2).
 WITH due AS MATERIALIZED (
     SELECT job.id
       FROM ultimate_jobs_job AS job
@@ -576,10 +633,45 @@ registered AS (
      WHERE worker.id = %(registry)s::text
     RETURNING worker.drain_requested_at IS NOT NULL AS drain
 ),
+led AS (
+    -- C3: the scheduler's leader lease of this process, renewed for `leader_ttl`
+    -- seconds as leader_acquire renews it, fenced on the holder and on a lease that
+    -- has not lapsed (a lapsed one goes through leader_acquire, which reloads).
+    UPDATE ultimate_jobs_leader_lease AS lease
+       SET renewed_at = clock.now,
+           expires_at = clock.now
+               + make_interval(secs => %(leader_ttl)s::double precision)
+      FROM {{clock}}
+     WHERE lease.role = %(leader_role)s::text
+       AND lease.holder = %(leader_holder)s::text
+       AND lease.expires_at > clock.now
+    RETURNING lease.term
+),
 summary AS (
     SELECT (SELECT count(*) FROM woken)::integer AS staged,
            EXISTS (SELECT 1 FROM registered) AS registered,
            coalesce((SELECT bool_or(registered.drain) FROM registered), false) AS drain,
+           EXISTS (SELECT 1 FROM led) AS led,
+           CASE WHEN EXISTS (SELECT 1 FROM led) THEN (
+               -- leader_acquire's revision of the runtime schedules
+               SELECT md5(coalesce(
+                          string_agg(s.key || '@' || s.updated_at::text, ',' ORDER BY s.key),
+                          ''
+                      ))
+                 FROM ultimate_jobs_schedule AS s
+           ) END AS schedules_revision,
+           clock.now AS db_now,
+           %(outbox_lease)s::double precision IS NOT NULL AND EXISTS (
+               -- O2: a committed row outbox_claim would take (the partial index on
+               -- unpublished rows)
+               SELECT 1
+                 FROM ultimate_jobs_outbox AS outbox
+                WHERE outbox.published_at IS NULL
+                  AND (outbox.claimed_at IS NULL
+                       OR outbox.claimed_at <= clock.now - make_interval(
+                              secs => %(outbox_lease)s::double precision
+                          ))
+           ) AS outbox,
            EXISTS (
                -- The claim's own walk of the ready index, one row deep per queue.
                SELECT 1
@@ -596,8 +688,10 @@ summary AS (
                            LIMIT 1
                       ) AS waiting
            ) AS ready
+      FROM {{clock}}
 )
 SELECT summary.staged, summary.ready, summary.registered, summary.drain,
+       summary.led, summary.schedules_revision, summary.db_now, summary.outbox,
        buried.id, buried.run_id, buried.name, buried.queue, buried.priority,
        buried.state, buried.input, buried.tenant_id, buried.idempotency_key,
        buried.attempt, buried.max_attempts, buried.lease_owner, buried.correlation_id,

@@ -65,6 +65,10 @@ class Staged(TypedDict):
     ready: bool  # a due ready row of a declared name waits in a served queue
     registered: bool  # the worker's registry row was carried and refreshed (W8)
     drain: bool  # an operator asked the carrying worker to drain (issue 15)
+    led: bool  # the process's leader lease was carried and renewed (C3)
+    schedules_revision: str | None  # as leader_acquire answers it, when led
+    db_now: datetime  # the pass's clock
+    outbox: bool  # a row outbox_claim would take waits (O2; false when not asked)
     id: uuid.UUID | None
     run_id: uuid.UUID | None
     name: str | None
@@ -136,9 +140,24 @@ JOB_RESULT_KEEP = typed("job_result_keep", JobId)
 
 
 class Inserted(TypedDict):
-    """A row ``job_enqueue`` / ``outbox_stage`` answers: one id it wrote."""
+    """A row ``outbox_stage`` answers: one id it wrote."""
 
     id: uuid.UUID
+    announced: int
+
+
+class Enqueue(TypedDict):
+    """The one row ``job_enqueue`` answers: the ordinals (1-based) of the input rows it
+    did not write (a live key or an existing id holds them, J2), and the wakes sent."""
+
+    announced: int
+    deduped: list[int]
+
+
+class EnqueueOne(TypedDict):
+    """The one row ``job_enqueue_one`` answers: whether its row was written."""
+
+    inserted: bool
     announced: int
 
 
@@ -189,7 +208,8 @@ class Delivered(TypedDict):
     announced: int
 
 
-JOB_ENQUEUE = typed("job_enqueue", Inserted)
+JOB_ENQUEUE = typed("job_enqueue", Enqueue)
+JOB_ENQUEUE_ONE = typed("job_enqueue_one", EnqueueOne)
 JOB_HOLDERS = typed("job_holders", Holder)
 OUTBOX_STAGE = typed("outbox_stage", Inserted)
 OUTBOX_CLAIM = typed("outbox_claim", StagedJob)

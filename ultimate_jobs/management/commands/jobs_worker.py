@@ -25,7 +25,6 @@ from ultimate_jobs.management.sizes import (
 from ultimate_jobs.management.startup import start_within_budget
 from ultimate_jobs.management.supervisor import supervise, watch_supervisor
 from ultimate_jobs.models.migration_state import refuse_unmigrated
-from ultimate_jobs.observability.exposition import serve_worker_metrics
 from ultimate_jobs.observability.logs import configure_default_logging
 from ultimate_jobs.runtime.worker import MAX_WORKER_ID
 
@@ -122,6 +121,10 @@ class Command(BaseCommand):
             )
             raise CommandError(str(refused))
         if options["metrics_port"] is not None:
+            # Imported here: a worker that serves no metrics never loads
+            # prometheus_client (metrics.py, N2's RSS).
+            from ultimate_jobs.observability.exposition import serve_worker_metrics
+
             try:
                 serve_worker_metrics(
                     options["metrics_port"], supervisor=options["processes"] > 1
