@@ -12,10 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from ultimate_jobs import registry
+from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.declaration.registry import Registry
 from ultimate_jobs.limits.budgets import claim_parameters
 from ultimate_jobs.runtime.rides import NO_RIDE
-from ultimate_jobs.sql import QUERIES
+from ultimate_jobs.sql import QUERIES, Query
 from ultimate_jobs.sql.rows import JOB_CLAIM, JOB_STAGE, ClaimedJob, Staged
 
 
@@ -81,3 +82,19 @@ def claim_on(connection: Any, **params: Any) -> list[Any]:
         QUERIES["job_stage"].text, stage_params(values["queues"], values["now"])
     )
     return list(connection.execute(QUERIES["job_claim"].text, values).fetchall())
+
+
+class Counting(DirectDatabase):
+    """Runs every statement for real and notes its name: the statements sent."""
+
+    def __init__(self, alias: str, sent: list[str]) -> None:
+        super().__init__(alias)
+        self.sent = sent
+
+    def run(self, query: Query[Any], /, **params: Any) -> list[Any]:
+        self.sent.append(query.name)
+        return super().run(query, **params)
+
+    def hot(self, query: Query[Any], /, **params: Any) -> list[Any]:
+        self.sent.append(query.name)
+        return super().hot(query, **params)

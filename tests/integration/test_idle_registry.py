@@ -7,36 +7,18 @@ from __future__ import annotations
 import types
 from collections import Counter
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from tests.claiming import Counting
 from ultimate_jobs.conf import load_settings
-from ultimate_jobs.db import DirectDatabase
 from ultimate_jobs.models import Worker as WorkerRow
 from ultimate_jobs.runtime import claimer as claimer_module
 from ultimate_jobs.runtime import heartbeat as heartbeat_module
 from ultimate_jobs.runtime.worker import Worker
-from ultimate_jobs.sql import Query
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Counting(DirectDatabase):
-    """Runs every statement for real and notes its name: the statements sent."""
-
-    def __init__(self, alias: str, sent: list[str]) -> None:
-        super().__init__(alias)
-        self.sent = sent
-
-    def run(self, query: Query[Any], /, **params: Any) -> list[Any]:
-        self.sent.append(query.name)
-        return super().run(query, **params)
-
-    def hot(self, query: Query[Any], /, **params: Any) -> list[Any]:
-        self.sent.append(query.name)
-        return super().hot(query, **params)
 
 
 @pytest.fixture
