@@ -54,6 +54,7 @@ def test_a_scrape_after_a_scripted_mix_shows_exact_counters_and_gauges(start_wor
     port = free_port()
     start_worker(
         "--queues", "default", "--concurrency", "4", "--metrics-port", str(port),
+        "--prefetch", "0",  # W2: each claim takes at most the free slots
         LEASE="3s",
     )  # fmt: skip
     done = [touch.enqueue(key=f"mix-done-{i}", tenant="t") for i in range(3)]
@@ -102,7 +103,7 @@ def test_a_scrape_after_a_scripted_mix_shows_exact_counters_and_gauges(start_wor
         labels(queue=default, job=terminal.name): 2,
         labels(queue=default, job=hold.name): 1,
     }
-    # Seven jobs, four slots: at least two claims handed rows out.
+    # Seven jobs, four slots and no prefetch: at least two claims handed rows out.
     assert value(series, "ultimate_jobs_claim_seconds_count") >= 2
     gauges = {
         name: samples(series, f"ultimate_jobs_queue_{name}")
