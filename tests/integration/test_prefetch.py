@@ -135,11 +135,13 @@ def test_a_drain_hands_back_the_unstarted_rows_uncounted_at_once():
     w = worker(concurrency=4, prefetch=2)
     try:
         assert w.run_once() == 6
-        started, other, *_ = w.ledger.entries()
+        entries = w.ledger.entries()
+        started, prefetched = entries[0], entries[-1]
+        assert [e.extra for e in entries] == [False] * 4 + [True] * 2  # 4 free slots
         assert w.ledger.start(started)  # one handler took one row: its body runs
         w.lifecycle.stop(DRAIN)
         assert w.ledger.withholding
-        assert not w.ledger.start(other)  # from now on no waiting row starts
+        assert not w.ledger.start(prefetched)  # from now on no prefetched row starts
         returned = w.pool.drain(w.db, 0.05, w.worker_id, withhold=True)
         assert returned == 1  # the started one, at the deadline, counted
         rows = {job.id: job for job in Job.objects.filter(id__in=ids)}
@@ -147,6 +149,26 @@ def test_a_drain_hands_back_the_unstarted_rows_uncounted_at_once():
         waiting = [i for i in ids if i != started.row["id"]]
         assert {(rows[i].state, rows[i].attempt) for i in waiting} == {("ready", 0)}
         assert w.ledger.ids() == [started.row["id"]]  # its handler lets it go
+    finally:
+        w.db.close()
+
+
+def test_a_row_claimed_for_a_free_slot_still_starts_after_the_drain_began():
+    """W6 (and Django's test_interrupt_signals): a row claimed for a free slot that no
+    handler had taken yet when the signal came runs as it always did; only the rows
+    claimed beyond the free slots are withheld and handed back."""
+    ids = enqueue_noops(3)
+    w = worker(concurrency=2, prefetch=1)
+    try:
+        assert w.run_once() == 3
+        slotted, _, prefetched = w.ledger.entries()
+        w.lifecycle.stop(DRAIN)
+        assert w.ledger.start(slotted)  # its body runs and gets DRAIN_TIMEOUT
+        assert not w.ledger.start(prefetched)
+        assert w.pool.drain(w.db, 0.05, w.worker_id, withhold=True) == 1
+        rows = dict(Job.objects.filter(id__in=ids).values_list("id", "attempt"))
+        assert rows[slotted.row["id"]] == 1  # abandoned at the deadline: counted
+        assert rows[prefetched.row["id"]] == 0
     finally:
         w.db.close()
 

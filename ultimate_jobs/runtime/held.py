@@ -5,9 +5,10 @@ claimer reads the ledger to size the next claim (W2, L3), the heartbeat renews w
 holds (W4), the pool adds and removes runs, and the drain waits for it to empty (W6).
 
 A claim's rows are held in one step (``add_all``) and wait until a handler thread
-starts one (``start``): a row that waits is prefetched (``Held.started`` False), its
-lease renewed like any held run's (W4); once a drain began none starts, and the drain
-takes them back (``withholding``, ``withdraw``) to hand them back unrun (W6).
+starts one (``start``): a row that waits (``Held.started`` False) has its lease renewed
+like any held run's (W4). Once a drain began no row claimed beyond the free slots
+(``Held.extra``, PREFETCH) starts, and the drain takes them back (``withholding``,
+``withdraw``) to hand them back unrun (W6); a row claimed for a free slot still starts.
 The ledger owns the one lock and the conditions they all use; nothing else locks.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ultimate_jobs.ground.cancel import CancelToken
@@ -38,6 +39,9 @@ class Held:
     # A handler thread took it and runs its body; until then it is prefetched: it
     # waits in the ledger's queue, its lease renewed, never started after a drain began.
     started: bool = False
+    # Claimed beyond the free slots (PREFETCH): the one kind a drain withholds (W6). A
+    # row claimed for a free slot starts even after a drain began, as it always did.
+    extra: bool = False
 
 
 class Ledger:
@@ -68,10 +72,16 @@ class Ledger:
         [entry] = self.add_all((row,))
         return entry
 
-    def add_all(self, rows: Iterable[ClaimedJob]) -> list[Held]:
+    def add_all(
+        self, rows: Sequence[ClaimedJob], slots: int | None = None
+    ) -> list[Held]:
         """Hold a claim's rows, in one lock; they wait (not started) until a handler
-        thread starts one (``start``)."""
+        thread starts one (``start``). The rows past the first ``slots`` were claimed
+        beyond the free slots (prefetched: ``extra``)."""
         entries = [Held(row) for row in rows]
+        if slots is not None:
+            for entry in entries[slots:]:
+                entry.extra = True
         if not entries:
             return entries
         with self._lock:
@@ -83,25 +93,33 @@ class Ledger:
         return entries
 
     def start(self, entry: Held) -> bool:
-        """A handler thread is about to run ``entry``'s body: False when a drain began
-        (``withholding``) or withdrew it, and then it must not run."""
+        """A handler thread is about to run ``entry``'s body: False when it was
+        prefetched and a drain began (``withholding``), or a drain withdrew it; then it
+        must not run."""
         with self._lock:
-            if self.withholding or entry.started or entry.row["id"] not in self._held:
+            if entry.started or entry.row["id"] not in self._held:
+                return False
+            if entry.extra and self.withholding:
                 return False
             entry.started = True
             self.waiting_count -= 1
             return True
 
-    def withdraw(self) -> list[Held]:
-        """Start no waiting run from now on and take them out of the ledger (W6): the
-        drain hands them back. Answers them in claim order."""
+    def withdraw(self, *, everything: bool = False) -> list[Held]:
+        """Start no prefetched run from now on and take the waiting ones out of the
+        ledger (W6): the drain hands them back. ``everything``: every run no handler
+        started, for the drain's deadline. Answers them in claim order."""
         with self._lock:
             self.withholding = True
-            entries = [entry for entry in self._held.values() if not entry.started]
+            entries = [
+                entry
+                for entry in self._held.values()
+                if not entry.started and (everything or entry.extra)
+            ]
             for entry in entries:
                 del self._held[entry.row["id"]]
             self.held_count = len(self._held)
-            self.waiting_count = 0
+            self.waiting_count -= len(entries)
             if self._watchers:
                 self._changed.notify_all()
             return entries

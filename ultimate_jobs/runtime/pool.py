@@ -100,10 +100,11 @@ class Pool:
     def submit(self, row: ClaimedJob) -> None:
         self.submit_all((row,))
 
-    def submit_all(self, rows: Sequence[ClaimedJob]) -> None:
-        """Hold a claim's rows in one step and queue them for the handler threads."""
+    def submit_all(self, rows: Sequence[ClaimedJob], slots: int | None = None) -> None:
+        """Hold a claim's rows in one step and queue them for the handler threads; the
+        rows past the first ``slots`` were prefetched (``Held.extra``)."""
         put = self._work.put
-        for entry in self.ledger.add_all(rows):
+        for entry in self.ledger.add_all(rows, slots):
             put(entry)
 
     def close(self) -> None:
@@ -224,7 +225,8 @@ class Pool:
         left = self.ledger.wait_empty(
             time.monotonic() + timeout, self.lifecycle.abandoning
         )
-        self._hand_back_waiting(db, worker_id)  # --max-jobs' runs never started
+        # What no handler started by the deadline (--max-jobs' prefetched runs too).
+        self._hand_back_waiting(db, worker_id, everything=True)
         left = [entry for entry in left if entry.started]
         if not left:
             return 0
@@ -246,11 +248,13 @@ class Pool:
                 )
         return released
 
-    def _hand_back_waiting(self, db: DirectDatabase, worker_id: str) -> None:
+    def _hand_back_waiting(
+        self, db: DirectDatabase, worker_id: str, *, everything: bool = False
+    ) -> None:
         """W6: the prefetched runs no handler started go back to the queue at once,
         claimable by the next worker, their attempt NOT counted (their body never ran);
         one that cannot be written comes back when its lease lapses (W5)."""
-        waiting = self.ledger.withdraw()
+        waiting = self.ledger.withdraw(everything=everything)
         if not waiting:
             return
         settler = Settler(db)

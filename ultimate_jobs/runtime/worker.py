@@ -399,7 +399,7 @@ class Worker:
         if limit <= 0 and prefetch <= 0:
             return 0
         rows = self.claimer.run_once(limit, prefetch=prefetch)
-        self.pool.submit_all(rows)
+        self.pool.submit_all(rows, slots=limit)  # the rest were prefetched
         claimed = len(rows)
         self.stats.claimed += claimed
         if self._claims_left is not None:
@@ -427,8 +427,8 @@ class Worker:
         self._wake.set()
         if reason == FINISH:
             return  # --max-jobs: the runs in flight (prefetched too) finish undisturbed
-        # W6: no prefetched row starts from now on (a plain write: a signal handler
-        # runs this); the drain hands them back, attempt not counted.
+        # W6: no prefetched row starts from now on (a row claimed for a free slot still
+        # does); the drain hands them back, attempt not counted.
         self.ledger.withholding = True
         self.pool.cancel_all()
 
