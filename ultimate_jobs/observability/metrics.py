@@ -156,17 +156,7 @@ def attempt_finished(
     job: ClaimedJob, outcome: str, duration: float, *, jobs: Registry = registry
 ) -> None:
     """Count one attempt's outcome and observe its duration."""
-    labels = (job["queue"], job_label(job["name"], jobs))
-    duration = max(duration, 0.0)
-    if _live is None:
-        with _lock:
-            if _live is None:
-                _count("JOBS", (*labels, outcome))
-                _observe("JOB_DURATION", labels, DURATION_BUCKETS, duration)
-                return
-    count, durations = _live.outcome_series(*labels, outcome)
-    count.inc()
-    durations.observe(duration)
+    attempts_finished(job["queue"], job["name"], outcome, (duration,), jobs=jobs)
 
 
 def attempts_finished(
