@@ -66,7 +66,14 @@ def test_sigterm_while_starting_starts_no_more_children(start_worker):
         "--roles", "worker", "--queues", "default", "--concurrency", "1",
         "--processes", "8", wait_ready=False,
     )  # fmt: skip
-    wait_for(lambda: len(children(supervisor.pid)) >= 1, timeout=start_deadline())
+    # Its first child started (its own log says so), not just any child process:
+    # Django's start-up in the supervisor may run one of its own before the signal
+    # handlers are in place (croniter's import runs `file -b` through platform), and a
+    # SIGTERM then ends the supervisor by default, exit -15 (the flake of stop 27).
+    wait_for(
+        lambda: "jobs.supervisor.child-started" in supervisor.log(),
+        timeout=start_deadline(),
+    )
     supervisor.terminate()
     assert supervisor.wait(timeout=start_deadline()) == 0
     # Every child the supervisor started, before or after the signal, is gone.
