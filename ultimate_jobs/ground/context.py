@@ -7,61 +7,57 @@ import sys
 from collections.abc import Iterator
 from contextvars import ContextVar, Token
 
-_tenant: ContextVar[str | None] = ContextVar("ultimate_jobs_tenant", default=None)
-# The name of the job whose body (or on_settled hook) runs here; None outside one.
-_job: ContextVar[str | None] = ContextVar("ultimate_jobs_job", default=None)
-_correlation: ContextVar[str] = ContextVar("ultimate_jobs_correlation_id", default="")
+# The name of the job whose body (or on_settled hook) runs here (None outside one), the
+# tenant it runs under, and the correlation id an enqueue here records: one variable
+# (N2: a job's attempt enters all three with one set and leaves with one reset, 0.33
+# µs against 1.1 for three variables).
+_Scope = tuple[str | None, str | None, str]
+_scope: ContextVar[_Scope] = ContextVar("ultimate_jobs_scope", default=(None, None, ""))
 
 
 def current_tenant() -> str | None:
     """The tenant the current job runs under (J3); None outside a job or for NO_TENANT."""
-    return _tenant.get()
+    return _scope.get()[1]
 
 
 @contextlib.contextmanager
 def tenant_scope(tenant_id: str | None) -> Iterator[None]:
     """Run a block under ``tenant_id``; restores the previous tenant on exit."""
-    token = _tenant.set(tenant_id)
+    name, _tenant, correlation = _scope.get()
+    token = _scope.set((name, tenant_id, correlation))
     try:
         yield
     finally:
-        _tenant.reset(token)
+        _scope.reset(token)
 
 
 def current_job() -> str | None:
     """The name of the job whose body runs here; None outside a job body."""
-    return _job.get()
+    return _scope.get()[0]
 
 
 @contextlib.contextmanager
 def job_scope(name: str, tenant_id: str | None) -> Iterator[None]:
     """Run a job's body (or its on_settled hook): its name and its tenant, which the
     tenant guard (ultimate_jobs.tenancy, B7) reads."""
-    job_token = _job.set(name)
-    tenant_token = _tenant.set(tenant_id)
+    token = _scope.set((name, tenant_id, _scope.get()[2]))
     try:
         yield
     finally:
-        _tenant.reset(tenant_token)
-        _job.reset(job_token)
+        _scope.reset(token)
 
 
 def enter_attempt(
     name: str, tenant_id: str | None, correlation_id: str
-) -> tuple[Token[str | None], Token[str | None], Token[str]]:
+) -> Token[_Scope]:
     """``job_scope`` and ``correlation_scope`` entered at once, without a generator
     context manager each (N2: the executor does it once per job); ``leave_attempt``
-    with the answer restores what was there before, in the reverse order."""
-    return _job.set(name), _tenant.set(tenant_id), _correlation.set(correlation_id)
+    with the answer restores what was there before."""
+    return _scope.set((name, tenant_id, correlation_id))
 
 
-def leave_attempt(
-    tokens: tuple[Token[str | None], Token[str | None], Token[str]],
-) -> None:
-    job_token, tenant_token, correlation_token = tokens
-    _correlation.reset(correlation_token)
-    _tenant.reset(tenant_token)
-    _job.reset(job_token)
+def leave_attempt(token: Token[_Scope]) -> None:
+    _scope.reset(token)
 
 
 def current_correlation_id() -> str:
@@ -71,7 +67,7 @@ def current_correlation_id() -> str:
     OpenTelemetry is installed and a span is current, that span's W3C ``traceparent``;
     else ''.
     """
-    return _correlation.get() or current_traceparent()
+    return _scope.get()[2] or current_traceparent()
 
 
 def current_traceparent() -> str:
@@ -90,11 +86,12 @@ def current_traceparent() -> str:
 @contextlib.contextmanager
 def correlation_scope(correlation_id: str) -> Iterator[None]:
     """Record ``correlation_id`` on every job enqueued inside the block (M2)."""
-    token = _correlation.set(correlation_id)
+    name, tenant, _correlation = _scope.get()
+    token = _scope.set((name, tenant, correlation_id))
     try:
         yield
     finally:
-        _correlation.reset(token)
+        _scope.reset(token)
 
 
 # B7: the reason of the cross_tenant block the code runs in; None outside one.
@@ -121,7 +118,8 @@ def crossing_scope(reason: str | None) -> Iterator[None]:
 
 def guard_scope() -> tuple[str | None, str | None, str | None]:
     """What the tenant guard reads here: (job name, tenant, crossing reason)."""
-    return _job.get(), _tenant.get(), _crossing.get()
+    name, tenant, _correlation = _scope.get()
+    return name, tenant, _crossing.get()
 
 
 @contextlib.contextmanager
@@ -130,10 +128,10 @@ def restored_guard_scope(
 ) -> Iterator[None]:
     """Run a block under a ``guard_scope()`` taken elsewhere (a thread a body starts)."""
     name, tenant, reason = scope
-    tokens = (_job.set(name), _tenant.set(tenant), _crossing.set(reason))
+    scope_token = _scope.set((name, tenant, _scope.get()[2]))
+    crossing_token = _crossing.set(reason)
     try:
         yield
     finally:
-        _crossing.reset(tokens[2])
-        _tenant.reset(tokens[1])
-        _job.reset(tokens[0])
+        _crossing.reset(crossing_token)
+        _scope.reset(scope_token)

@@ -16,7 +16,15 @@ from typing import Any
 
 from django.db.backends.signals import connection_created
 
-_seen = threading.local()
+
+class _Seen(threading.local):
+    # A class default, not getattr(local, name, False): a thread-local's missing
+    # attribute raises AttributeError inside getattr, 0.9 µs against 0.09 for this
+    # read, asked twice a job (N2).
+    connected = False
+
+
+_seen = _Seen()
 
 
 def _connected(sender: Any, **kwargs: Any) -> None:
@@ -28,4 +36,4 @@ connection_created.connect(_connected, dispatch_uid="ultimate_jobs.orm_use")
 
 def connected_here() -> bool:
     """Whether a Django connection was ever opened in the calling thread."""
-    return getattr(_seen, "connected", False)
+    return _seen.connected
