@@ -410,8 +410,14 @@ class Worker:
         """A run left the ledger: its slot is free for this loop and the others."""
         if self.share is not None:
             self.share.give(1)  # wakes the other aliases' claim loops too
+        wake = self._wake
+        if wake.is_set():
+            # Already set: the loop clears it before its next round, which then sees
+            # this run gone from the ledger. Event.set would take a lock and notify
+            # nobody, once per finished job (N2).
+            return
         if row.get("lease_key") is not None or self.lifecycle.stopping.is_set():
-            self._wake.set()
+            wake.set()
         elif self._saturated and (
             not self.prefetch
             or not self.ledger.waiting_count
@@ -419,7 +425,7 @@ class Worker:
         ):
             # With prefetched rows waiting, the loop wakes only when a claim is worth
             # its statement (or the handlers ran out of rows), not per finished run.
-            self._wake.set()
+            wake.set()
 
     # -- stopping ----------------------------------------------------------------
 
