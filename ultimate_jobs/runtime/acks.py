@@ -85,7 +85,12 @@ class Acks:
         self.now = now
         self.batches = 0  # statements written, for tests and stats
         self._pending: list[Pending] = []
-        self._changed = threading.Condition()
+        # A plain lock, entered in C by ``add`` (a Condition's ``with`` is two Python
+        # calls per job, N2); the condition on it wakes the writer, and only when it
+        # waits (``_waiting``): a busy writer takes the next batch without a wake.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._waiting = False
         self._closing = False
         self._idle = threading.Event()
         self._idle.set()
@@ -112,18 +117,19 @@ class Acks:
         Answers False after ``close()``: the caller writes the completion itself.
         """
         pending = Pending(job, progress, then, finisher, duration)
-        with self._changed:
+        with self._lock:
             if self._closing:
                 return False
             self._pending.append(pending)
-            if self._idle.is_set():  # Event.clear takes its lock: only when set
+            if self._waiting:  # the writer is idle (``_idle`` set): wake it
+                self._waiting = False
                 self._idle.clear()
-            self._changed.notify()
+                self._changed.notify()
         return True
 
     def close(self, timeout: float = 30.0) -> bool:
         """Write what is pending and stop; answers False if it could not in time."""
-        with self._changed:
+        with self._lock:
             self._closing = True
             self._changed.notify()
         self._thread.join(timeout)
@@ -135,10 +141,12 @@ class Acks:
 
     def _run(self) -> None:
         while True:
-            with self._changed:
+            with self._lock:
                 while not self._pending and not self._closing:
                     self._idle.set()
+                    self._waiting = True
                     self._changed.wait()
+                self._waiting = False
                 if not self._pending and self._closing:
                     self._idle.set()
                     return

@@ -139,14 +139,15 @@ class Claimer:
             rows = self._claims(limit, prefetch)
         metrics.claim_finished(time.monotonic() - started)
         admitted: list[ClaimedJob] = []
+        now = self._now()
         for row in rows:
-            admission = admit(self.db, self.jobs, row, now=self._now())
+            admission = admit(self.db, self.jobs, row, now=now)
             if admission is not Admission.RUN:
                 self.ended += 1
                 self.tally[str(admission)] = self.tally.get(str(admission), 0) + 1
                 continue
-            self.budget.started([row])
             admitted.append(row)
+        self.budget.started(admitted)  # one rate token per admitted run (L3)
         return admitted
 
     def _claims(self, limit: int, prefetch: int = 0) -> list[ClaimedJob]:

@@ -24,9 +24,10 @@ from ultimate_jobs.ground.cancel import CancelToken
 from ultimate_jobs.sql.rows import ClaimedJob
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Held:
-    """A job this worker claimed and has not settled yet."""
+    """A job this worker claimed and has not settled yet (slots: one is made per
+    claimed row, N2)."""
 
     row: ClaimedJob
     token: CancelToken = field(default_factory=CancelToken)

@@ -63,8 +63,10 @@ NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause AS pause WHERE pause.queue =
 
 -- fragment: job_claimed
 -- The columns of a claimed (or claim-settled) job row as the claims answer them
--- (ClaimedJob in sql/rows.py), from an UPDATE of `job`.
-job.id, job.run_id, job.name, job.queue, job.priority, job.state, job.input,
+-- (ClaimedJob in sql/rows.py), from an UPDATE of `job`. The input is answered as its
+-- JSON text (`::text`, the same text jsonb's output writes): read in C like any text
+-- column, where a binary jsonb needs a Python loader (N2, issue 26).
+job.id, job.run_id, job.name, job.queue, job.priority, job.state, job.input::text AS input,
 job.tenant_id, job.idempotency_key, job.attempt, job.max_attempts, job.lease_owner,
 job.correlation_id, job.enqueued_by, job.created_at, job.started_at
 

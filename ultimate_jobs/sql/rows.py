@@ -44,7 +44,7 @@ class ClaimedJob(TypedDict):
     queue: str
     priority: int
     state: str
-    input: Json
+    input: str  # the JSON text (a jsonb answered ::text: read in C, N2)
     tenant_id: str | None
     idempotency_key: str
     attempt: int
@@ -75,7 +75,7 @@ class Staged(TypedDict):
     queue: str | None
     priority: int | None
     state: str | None
-    input: Json | None
+    input: str | None  # the JSON text, as ClaimedJob's
     tenant_id: str | None
     idempotency_key: str | None
     attempt: int | None
