@@ -188,3 +188,54 @@ def test_what_was_tallied_before_prometheus_client_is_what_it_would_have_counted
         "ultimate_jobs_rows_unreadable_total",
         "ultimate_jobs_bodies_abandoned_total",
     }
+
+
+# A worker that is not the scheduler never evaluates a cron: the app's own hourly purge
+# task is declared (and its cron checked) in every process, croniter and dateutil
+# (0.5 MiB) load with the first evaluation only. The refusals of a bad cron at
+# declaration are unchanged: tests/unit/test_cron.py.
+NO_CRON = """
+import json, sys
+import django
+django.setup()
+from django.core.management import call_command
+from ultimate_jobs.jobs import purge_hourly, purge_tables
+from ultimate_jobs.scheduling.tasks import task
+from ultimate_jobs.ground.exceptions import InvalidCron
+
+purge_tables.enqueue()
+call_command("check")
+try:
+    task(cron="61 0 * * *", tz="UTC")  # refused where it is written, without croniter
+    refused = ""
+except InvalidCron as exc:
+    refused = str(exc)
+try:
+    call_command(
+        "jobs_worker", "--concurrency", "16", "--max-jobs", "1", "--roles", "worker"
+    )
+except SystemExit:
+    pass
+loaded = sorted(m for m in ("croniter", "dateutil") if m in sys.modules)
+purge_hourly.next_run()  # the first evaluation loads it
+print(json.dumps({"loaded": loaded, "refused": refused, "after": "croniter" in sys.modules}))
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_is_not_the_scheduler_never_loads_croniter(worker_env):
+    env = worker_env() | {"DJANGO_SETTINGS_MODULE": "tests.settings_lean"}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_CRON],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["loaded"] == []
+    assert "out of range" in answer["refused"]
+    assert answer["after"] is True
