@@ -5,8 +5,9 @@ without loading prometheus_client (1.2 MiB and 30 modules of its RSS): the metri
 M1 are tallied by ultimate_jobs/observability/metrics.py and join prometheus_client's
 default registry the moment anything imports it, with what was counted so far. Nor does
 it load what only the web side or other commands use (the admin, the MCP server,
-exports, webhooks, backfills, the exposition server). A later import that pulls one of
-them back into every worker fails here.
+exports, webhooks, backfills, the exposition server), nor django.tasks for a bridge
+job it does not run, nor croniter when it does not lead the scheduler. A later import
+that pulls one of them back into every worker fails here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ NEVER_IN_A_WORKER = [
     "ultimate_jobs.exports",
     "ultimate_jobs.webhooks",
     "ultimate_jobs.backfills",
+    # The django.tasks bridge job is declared by ultimate_jobs.jobs; its body loads
+    # django.tasks (0.2 MiB) when a bridge job runs or settles (issue 26).
+    "ultimate_jobs.backend",
+    "django.tasks",
+    "django_tasks",
 ]
 # On Django 5.2 the `django-tasks` backport imports django_stubs_ext, whose patch
 # imports the admin itself: not this app's import, so checked where Django has
