@@ -1,8 +1,9 @@
 """RSS of one ``jobs_worker``: idle after its start, and its peak draining a backlog.
 
 ``python -m benchmarks.worker_rss [--jobs N] [--concurrency C] [--rounds R]
-[--python PY] [--repo PATH]`` against ``DATABASE_URL`` (a database of its own, never
-one of the harness's ``bench_*``; it is migrated, then emptied before each drain):
+[--roles ROLES] [--python PY] [--repo PATH]`` against ``DATABASE_URL`` (a database of
+its own, never one of the harness's ``bench_*``; it is migrated, then emptied before
+each drain):
 
 * idle: a ``jobs_worker --concurrency C`` on an empty queue, its RSS ``--idle``
   seconds after its start (imports, checks, threads and connections done);
@@ -10,9 +11,11 @@ one of the harness's ``bench_*``; it is migrated, then emptied before each drain
   filled first, the worker started, RSS of the process sampled every 0.2 s until every
   job ran), its peak RSS, jobs/s and worker CPU per job.
 
-``--python`` runs the worker and the driver with another interpreter (a virtual
-environment with ``psycopg[c]``, say); ``--repo`` runs another checkout's code (an A/B
-pair). Prints one line per round and measurement.
+``--roles`` runs the worker with those roles (default: the command's, which include
+the scheduler: a lone worker leads it and loads croniter); ``--python`` runs the worker
+and the driver with another interpreter (a virtual environment with ``psycopg[c]``,
+say); ``--repo`` runs another checkout's code (an A/B pair). Prints one line per round
+and measurement.
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ from benchmarks.systems.uj import UltimateJobs
 class Checkout(UltimateJobs):
     """ultimate_jobs from another checkout, run by another interpreter."""
 
-    def __init__(self, dsn: str, python: str, repo: str) -> None:
+    def __init__(
+        self, dsn: str, python: str, repo: str, roles: str | None = None
+    ) -> None:
         super().__init__(dsn, python)
         self.repo = repo
+        self.roles = roles
 
     def env(self, record_dir: str | None = None, **extra: str) -> dict[str, str]:
         env = super().env(record_dir, **extra)
@@ -46,7 +52,8 @@ class Checkout(UltimateJobs):
 
     def worker(self, concurrency: int, *, processes: int = 1) -> list[list[str]]:
         manage = os.path.join(self.repo, "manage.py")
-        return [[self.python, manage, "jobs_worker", "--concurrency", str(concurrency)]]
+        argv = [self.python, manage, "jobs_worker", "--concurrency", str(concurrency)]
+        return [argv + (["--roles", self.roles] if self.roles else [])]
 
 
 def idle_rss(system: Checkout, concurrency: int, seconds: float, log: str) -> float:
@@ -64,13 +71,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--idle", type=float, default=6.0)
+    parser.add_argument("--roles", default=None)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--repo", default=os.getcwd())
     args = parser.parse_args()
     dsn = os.environ["DATABASE_URL"]
     if dsn.rstrip("/").rsplit("/", 1)[-1].startswith("bench_"):
         raise SystemExit("worker_rss: give it a database of its own, not bench_*")
-    system = Checkout(dsn, args.python, os.path.abspath(args.repo))
+    system = Checkout(dsn, args.python, os.path.abspath(args.repo), args.roles)
     system.setup()
     run_dir = tempfile.mkdtemp(prefix="uj-worker-rss-")
     ctx = Context(run_dir=run_dir, drain_jobs=args.jobs, drain_cap=300.0)

@@ -5,8 +5,9 @@ without loading prometheus_client (1.2 MiB and 30 modules of its RSS): the metri
 M1 are tallied by ultimate_jobs/observability/metrics.py and join prometheus_client's
 default registry the moment anything imports it, with what was counted so far. Nor does
 it load what only the web side or other commands use (the admin, the MCP server,
-exports, webhooks, backfills, the exposition server). A later import that pulls one of
-them back into every worker fails here.
+exports, webhooks, backfills, the exposition server), nor django.tasks for a bridge
+job it does not run, nor croniter when it does not lead the scheduler. A later import
+that pulls one of them back into every worker fails here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ NEVER_IN_A_WORKER = [
     "ultimate_jobs.exports",
     "ultimate_jobs.webhooks",
     "ultimate_jobs.backfills",
+    # The django.tasks bridge job is declared by ultimate_jobs.jobs; its body loads
+    # django.tasks (0.2 MiB) when a bridge job runs or settles (issue 26).
+    "ultimate_jobs.backend",
+    "django.tasks",
+    "django_tasks",
 ]
 # On Django 5.2 the `django-tasks` backport imports django_stubs_ext, whose patch
 # imports the admin itself: not this app's import, so checked where Django has
@@ -188,3 +194,54 @@ def test_what_was_tallied_before_prometheus_client_is_what_it_would_have_counted
         "ultimate_jobs_rows_unreadable_total",
         "ultimate_jobs_bodies_abandoned_total",
     }
+
+
+# A worker that is not the scheduler never evaluates a cron: the app's own hourly purge
+# task is declared (and its cron checked) in every process, croniter and dateutil
+# (0.5 MiB) load with the first evaluation only. The refusals of a bad cron at
+# declaration are unchanged: tests/unit/test_cron.py.
+NO_CRON = """
+import json, sys
+import django
+django.setup()
+from django.core.management import call_command
+from ultimate_jobs.jobs import purge_hourly, purge_tables
+from ultimate_jobs.scheduling.tasks import task
+from ultimate_jobs.ground.exceptions import InvalidCron
+
+purge_tables.enqueue()
+call_command("check")
+try:
+    task(cron="61 0 * * *", tz="UTC")  # refused where it is written, without croniter
+    refused = ""
+except InvalidCron as exc:
+    refused = str(exc)
+try:
+    call_command(
+        "jobs_worker", "--concurrency", "16", "--max-jobs", "1", "--roles", "worker"
+    )
+except SystemExit:
+    pass
+loaded = sorted(m for m in ("croniter", "dateutil") if m in sys.modules)
+purge_hourly.next_run()  # the first evaluation loads it
+print(json.dumps({"loaded": loaded, "refused": refused, "after": "croniter" in sys.modules}))
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_is_not_the_scheduler_never_loads_croniter(worker_env):
+    env = worker_env() | {"DJANGO_SETTINGS_MODULE": "tests.settings_lean"}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_CRON],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["loaded"] == []
+    assert "out of range" in answer["refused"]
+    assert answer["after"] is True

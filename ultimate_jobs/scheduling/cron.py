@@ -38,6 +38,13 @@ names any date at all. What is written here is what the SPEC needs and croniter 
 * ``latest_until`` (C5: the latest missed occurrence by bisection, not a walk).
   croniter's ``get_prev`` would need the wall-clock mapping above mirrored for walking
   backwards; bisecting over ``next_after`` keeps it in one place.
+
+croniter (with dateutil, 0.5 MiB) is imported by the first evaluation, not with this
+module (N2's RSS): every process declares the app's hourly purge task, and only the
+scheduler's leader evaluates a cron. ``parse_cron`` asks croniter only when the
+day-of-month field names no day before the 29th (a day some month may lack); a field
+naming one of the first 28 days meets every month, so croniter of any version finds
+a date for it.
 """
 
 from __future__ import annotations
@@ -47,10 +54,12 @@ import re
 import zoneinfo
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-
-from croniter import CroniterBadDateError, croniter
+from typing import TYPE_CHECKING
 
 from ultimate_jobs.ground.exceptions import InvalidCron, InvalidTimezone
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 MINUTE = timedelta(minutes=1)
 MONTHS = (
@@ -153,14 +162,25 @@ def parse_cron(expression: object) -> str:
         for part, f in zip(fields, _FIELDS, strict=True)
         for p in _field_problems(part, f)
     ]
-    if not problems:
-        try:  # 5 good fields can still name no date at all: "0 0 31 2 *"
+    if not problems and _first_day(fields[2]) > 28:
+        # 5 good fields can still name no date at all: "0 0 31 2 *"
+        from croniter import CroniterBadDateError, croniter
+
+        try:
             croniter(text, datetime(2000, 1, 1)).get_next(datetime)
         except CroniterBadDateError:
             problems.append("day of month and month never meet (no such date)")
     if problems:
         raise InvalidCron(expression, problems)
     return text
+
+
+def _first_day(field: str) -> int:
+    """The smallest day a checked day-of-month field names (``*`` and ``*/n``: 1)."""
+    return min(
+        1 if item.startswith("*") else int(item.partition("/")[0].partition("-")[0])
+        for item in field.split(",")
+    )
 
 
 @functools.cache
@@ -211,11 +231,21 @@ class CronSchedule:
         self.expression = parse_cron(expression)
         self.zone = check_timezone(tz)
         self.tz = tz
-        hours = croniter.expand(self.expression)[0][1]
-        # Every hour listed: elapsed time. Fixed hours: once per wall-clock time.
-        self.follows_elapsed_time = hours == ["*"] or len(hours) == 24
         self.evaluations = 0  # calls of next_after: each one is a cron evaluation
-        self._matcher = croniter(self.expression, datetime(2000, 1, 1))
+
+    @functools.cached_property
+    def follows_elapsed_time(self) -> bool:
+        """Every hour listed: elapsed time. Fixed hours: once per wall-clock time."""
+        from croniter import croniter
+
+        hours = croniter.expand(self.expression)[0][1]
+        return hours == ["*"] or len(hours) == 24
+
+    @functools.cached_property
+    def _matcher(self) -> croniter:
+        from croniter import croniter
+
+        return croniter(self.expression, datetime(2000, 1, 1))
 
     @property
     def spec(self) -> str:
