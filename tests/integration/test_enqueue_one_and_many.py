@@ -18,9 +18,10 @@ from django.core.signals import setting_changed
 from django.db import connections, transaction
 from django.test import override_settings
 
-from tests.testapp.jobs import noop, touch
-from ultimate_jobs import Enqueued
+from tests.testapp.jobs import anything, noop, touch
+from ultimate_jobs import REDACTED, Enqueued
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.enqueue.options import written
 from ultimate_jobs.enqueue.rows import array_params, build_rows, scalar_params
 from ultimate_jobs.ground.exceptions import (
     AppNotInstalled,
@@ -86,6 +87,36 @@ def test_job_enqueue_answers_only_the_rows_it_did_not_write():
     )
     assert none_held["deduped"] == []
     assert set(stored()) == {"held", "new", "also", "x"}
+
+
+def test_a_batch_hides_a_nested_secret_in_the_key_after_flat_inputs():
+    """B5: the shown key skips the walk only for an input that cannot hold a hidden
+    value (flat, no hidden key); a nested one under a REDACT pattern is still found,
+    row by row in one batch, and a hidden top-level key too (issue 26)."""
+    rows = build_rows(
+        anything,
+        [
+            {"key": "plain:1", "value": 1},
+            {"key": "nested:hunter22", "value": {"password": "hunter22"}},
+            {"key": "listed:s3cr3t-v", "value": [{"secret": "s3cr3t-v"}]},
+            {"key": "plain:2", "value": "hunter22"},
+        ],
+    )
+    assert [row.shown_key for row in rows] == [
+        None,
+        f"nested:{REDACTED}",
+        f"listed:{REDACTED}",
+        None,
+    ]
+
+
+def test_a_written_answer_equals_the_dataclass_made_one():
+    """``written`` fills the slots directly (issue 26): the same Enqueued."""
+    [row] = build_rows(noop, [{"key": "w"}])
+    made = written(row.id, row.run_id)
+    assert made == Enqueued(row.id, row.run_id)
+    assert hash(made) == hash(Enqueued(row.id, row.run_id, deduped=False))
+    assert repr(made) == repr(Enqueued(row.id, row.run_id))
 
 
 def test_job_enqueue_one_answers_whether_its_row_was_written():

@@ -20,7 +20,7 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
-from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
+from ultimate_jobs.enqueue.options import Enqueueable, Enqueued, written
 from ultimate_jobs.enqueue.rows import (
     Row,
     array_params,
@@ -49,9 +49,9 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     """
     # One prepared round trip on Django's connection outside a transaction (issue 26).
     run = db.hot if isinstance(db, DjangoDatabase) else db.run
-    # Every row written unless the statement says otherwise (deduped left to its
-    # default: a keyword costs half as much again per Enqueued).
-    answers = [Enqueued(row.id, row.run_id) for row in rows]
+    # Every row written unless the statement says otherwise (``written``: the answer
+    # without the frozen dataclass's __init__).
+    answers = [written(row.id, row.run_id) for row in rows]
     pending = list(range(len(rows)))
     batch = rows
     for _ in range(_RACE_RETRIES):
@@ -156,6 +156,8 @@ def announce(
     # Asked once a batch: the per-row record (its extra dict, the id as text) is built
     # only when a handler at INFO would see it.
     logged = logger.isEnabledFor(logging.INFO)
+    if not logged and not job_enqueued.receivers:
+        return answers  # nothing to log or send: no walk over the batch (issue 26)
     for row, answer in zip(rows, answers, strict=True):
         if logged:
             logger.info(

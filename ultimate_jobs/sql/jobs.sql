@@ -190,14 +190,19 @@ woken AS (
     {{job_wake}}
 )
 -- Both are scalar subqueries of a one-row SELECT, so `woken` always runs (a CTE no
--- part of the answer reads would be left out of the plan).
+-- part of the answer reads would be left out of the plan). The ordinals are looked for
+-- only when a row is missing: a subquery in the CASE's ELSE runs only when reached.
 SELECT (SELECT count(*) FROM woken) AS announced,
-       coalesce(
-           (SELECT array_agg(given.ord ORDER BY given.ord)
-              FROM unnest(%(id)s::uuid[]) WITH ORDINALITY AS given(id, ord)
-             WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.id)),
-           '{}'::bigint[]
-       ) AS deduped;
+       CASE
+           WHEN (SELECT count(*) FROM inserted) = cardinality(%(id)s::uuid[])
+           THEN '{}'::bigint[]
+           ELSE coalesce(
+               (SELECT array_agg(given.ord ORDER BY given.ord)
+                  FROM unnest(%(id)s::uuid[]) WITH ORDINALITY AS given(id, ord)
+                 WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.id)),
+               '{}'::bigint[]
+           )
+       END AS deduped;
 
 -- name: job_enqueue_one :one
 -- job_enqueue for one row, the enqueue one by one (issue 26): the same insert (J1, J2,
