@@ -110,6 +110,42 @@ def test_a_batch_hides_a_nested_secret_in_the_key_after_flat_inputs():
     ]
 
 
+def test_a_column_shared_by_the_batch_travels_once_and_reaches_every_row():
+    """job_enqueue_many: a column of one value down the batch is a one-element array,
+    which every row takes; a column that differs stays per row (issue 26)."""
+    shared = build_rows(touch.using(priority=5), [{"key": "s1", "tenant": "acme"}] * 3)
+    params = array_params(shared, shared=True)
+    assert len(array_params(shared)["name"].values) == 3  # job_enqueue: whole arrays
+    assert [len(params[name].values) for name in ("name", "tenant_id", "priority")] == [
+        1,
+        1,
+        1,
+    ]
+    assert len(params["id"].values) == len(params["idempotency_key"].values) == 3
+    touch.using(priority=5).enqueue_many(
+        [{"key": "s1", "tenant": "acme"}, {"key": "s2", "tenant": "acme"}]
+    )
+    touch.enqueue_many(
+        [
+            {"key": "m1", "tenant": "acme"},
+            {"key": "m2", "tenant": "umbrella"},
+            {"key": "m3", "tenant": "acme"},
+        ]
+    )
+    rows = {
+        j.idempotency_key: (j.name, j.queue, j.priority, j.tenant_id, j.state)
+        for j in Job.objects.all()
+    }
+    name, queue = touch.name, touch.definition.queue
+    assert rows == {
+        "s1": (name, queue, 5, "acme", "ready"),
+        "s2": (name, queue, 5, "acme", "ready"),
+        "m1": (name, queue, 0, "acme", "ready"),
+        "m2": (name, queue, 0, "umbrella", "ready"),
+        "m3": (name, queue, 0, "acme", "ready"),
+    }
+
+
 def test_a_written_answer_equals_the_dataclass_made_one():
     """``written`` fills the slots directly (issue 26): the same Enqueued."""
     [row] = build_rows(noop, [{"key": "w"}])

@@ -310,16 +310,28 @@ def build_rows(handle: Enqueueable, inputs: list[Any]) -> list[Row]:
     return rows
 
 
-def array_params(rows: list[Row]) -> dict[str, Any]:
+def array_params(rows: list[Row], *, shared: bool = False) -> dict[str, Any]:
     """The rows as one array per field (H3: a fixed parameter count for any batch),
-    each packed in PostgreSQL's binary array format (sql/arrays.py)."""
+    each packed in PostgreSQL's binary array format (sql/arrays.py). ``shared`` (for
+    job_enqueue_many, whose ``job_input_shared`` fragment hands it to every row): a
+    shareable column of one value down the batch travels as a one-element array
+    (issue 26)."""
     if not rows:
         return {name: pack([]) for name, pack in zip(FIELDS, _PACKERS, strict=True)}
     columns = zip(*rows, strict=True)
-    return {
-        name: pack(column)
-        for name, pack, column in zip(FIELDS, _PACKERS, columns, strict=True)
-    }
+    if not shared or len(rows) == 1:
+        return {
+            name: pack(column)
+            for name, pack, column in zip(FIELDS, _PACKERS, columns, strict=True)
+        }
+    params = {}
+    for name, pack, column in zip(FIELDS, _PACKERS, columns, strict=True):
+        if name in SHARED:
+            first = column[0]
+            if column.count(first) == len(column):
+                column = column[:1]
+        params[name] = pack(column)
+    return params
 
 
 def scalar_params(row: Row) -> dict[str, Any]:
@@ -331,6 +343,10 @@ def scalar_params(row: Row) -> dict[str, Any]:
         params["run_at"] = arrays.iso(run_at)
     return params
 
+
+# The fields job_input_shared takes as one element for the whole batch when every row
+# has the same value (not the ids, the input or the key: always per row).
+SHARED = frozenset(FIELDS) - {"id", "run_id", "input", "idempotency_key"}
 
 # How each field of Row is packed (sql/arrays.py), in the order of FIELDS.
 _PACKERS: tuple[Callable[[Sequence[Any]], arrays.BinaryArray], ...] = (
