@@ -10,24 +10,26 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from importlib import resources
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from ultimate_jobs import sql
 from ultimate_jobs.db import DjangoDatabase
 from ultimate_jobs.enqueue.rows import FIELDS, Row, array_params
-from ultimate_jobs.sql import QUERIES, Query, arrays, build
+from ultimate_jobs.sql import Query, arrays, build, split
 
 
-def _echo() -> Query[dict[str, object]]:
-    """A statement reading the arrays back through the job_input fragment."""
-    text = QUERIES["job_enqueue"].text
-    job_input = text[text.index("SELECT i.*") : text.index("ord\n") + 3] + "\n       )"
+def _echo(fragment: str = "job_input") -> Query[dict[str, object]]:
+    """A statement reading the arrays back through a job row fragment (job_input, or
+    job_input_shared for job_enqueue_many)."""
+    _, fragments = split(resources.files(sql).joinpath("jobs.sql").read_text("utf-8"))
     return build(
         "t.sql",
-        ("echo", "many", "", f"SELECT * FROM ({job_input}) AS r ORDER BY ord"),
-        {},
+        ("echo", "many", "", f"SELECT * FROM ({{{{{fragment}}}}}) AS r ORDER BY ord"),
+        fragments,
     )
 
 
@@ -75,11 +77,14 @@ def test_array_params_name_every_field_of_the_row_in_order():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("logged", [False, True], ids=["native", "django-cursor"])
-def test_the_server_reads_every_column_back_as_the_rows_hold_it(logged):
+@pytest.mark.parametrize("shared", [False, True], ids=["job_input", "job_input_shared"])
+def test_the_server_reads_every_column_back_as_the_rows_hold_it(logged, shared):
+    """Both fragments; the rows share a name and a queue, which job_input_shared's
+    arrays carry once (issue 26)."""
     rows = _rows()
     db = DjangoDatabase("default")
-    echo = _echo()
-    params = {"now": None, **array_params(rows)}
+    echo = _echo("job_input_shared" if shared else "job_input")
+    params = {"now": None, **array_params(rows, shared=shared)}
     if logged:
         with CaptureQueriesContext(connection):
             answered = db.run(echo, **params)

@@ -45,7 +45,7 @@ def test_enqueue_many_through_the_door_dedupes_in_order(settings):
     answers = noop.enqueue_many([{"key": "k0"}, {"key": "k1"}, {"key": "k0"}])
     assert _prepared() == {
         "uj_job_enqueue_one": 1,
-        "uj_job_enqueue": 1,
+        "uj_job_enqueue_many": 1,  # enqueue_many's own statement (issue 26)
         "uj_job_holders": 1,
     }
     assert answers[1] == Enqueued(held.id, held.run_id, deduped=True)

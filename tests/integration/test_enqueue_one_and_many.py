@@ -18,9 +18,10 @@ from django.core.signals import setting_changed
 from django.db import connections, transaction
 from django.test import override_settings
 
-from tests.testapp.jobs import noop, touch
-from ultimate_jobs import Enqueued
+from tests.testapp.jobs import anything, noop, touch
+from ultimate_jobs import REDACTED, Enqueued
 from ultimate_jobs.db import DjangoDatabase
+from ultimate_jobs.enqueue.options import written
 from ultimate_jobs.enqueue.rows import array_params, build_rows, scalar_params
 from ultimate_jobs.ground.exceptions import (
     AppNotInstalled,
@@ -86,6 +87,72 @@ def test_job_enqueue_answers_only_the_rows_it_did_not_write():
     )
     assert none_held["deduped"] == []
     assert set(stored()) == {"held", "new", "also", "x"}
+
+
+def test_a_batch_hides_a_nested_secret_in_the_key_after_flat_inputs():
+    """B5: the shown key skips the walk only for an input that cannot hold a hidden
+    value (flat, no hidden key); a nested one under a REDACT pattern is still found,
+    row by row in one batch, and a hidden top-level key too (issue 26)."""
+    rows = build_rows(
+        anything,
+        [
+            {"key": "plain:1", "value": 1},
+            {"key": "nested:hunter22", "value": {"password": "hunter22"}},
+            {"key": "listed:s3cr3t-v", "value": [{"secret": "s3cr3t-v"}]},
+            {"key": "plain:2", "value": "hunter22"},
+        ],
+    )
+    assert [row.shown_key for row in rows] == [
+        None,
+        f"nested:{REDACTED}",
+        f"listed:{REDACTED}",
+        None,
+    ]
+
+
+def test_a_column_shared_by_the_batch_travels_once_and_reaches_every_row():
+    """job_enqueue_many: a column of one value down the batch is a one-element array,
+    which every row takes; a column that differs stays per row (issue 26)."""
+    shared = build_rows(touch.using(priority=5), [{"key": "s1", "tenant": "acme"}] * 3)
+    params = array_params(shared, shared=True)
+    assert len(array_params(shared)["name"].values) == 3  # job_enqueue: whole arrays
+    assert [len(params[name].values) for name in ("name", "tenant_id", "priority")] == [
+        1,
+        1,
+        1,
+    ]
+    assert len(params["id"].values) == len(params["idempotency_key"].values) == 3
+    touch.using(priority=5).enqueue_many(
+        [{"key": "s1", "tenant": "acme"}, {"key": "s2", "tenant": "acme"}]
+    )
+    touch.enqueue_many(
+        [
+            {"key": "m1", "tenant": "acme"},
+            {"key": "m2", "tenant": "umbrella"},
+            {"key": "m3", "tenant": "acme"},
+        ]
+    )
+    rows = {
+        j.idempotency_key: (j.name, j.queue, j.priority, j.tenant_id, j.state)
+        for j in Job.objects.all()
+    }
+    name, queue = touch.name, touch.definition.queue
+    assert rows == {
+        "s1": (name, queue, 5, "acme", "ready"),
+        "s2": (name, queue, 5, "acme", "ready"),
+        "m1": (name, queue, 0, "acme", "ready"),
+        "m2": (name, queue, 0, "umbrella", "ready"),
+        "m3": (name, queue, 0, "acme", "ready"),
+    }
+
+
+def test_a_written_answer_equals_the_dataclass_made_one():
+    """``written`` fills the slots directly (issue 26): the same Enqueued."""
+    [row] = build_rows(noop, [{"key": "w"}])
+    made = written(row.id, row.run_id)
+    assert made == Enqueued(row.id, row.run_id)
+    assert hash(made) == hash(Enqueued(row.id, row.run_id, deduped=False))
+    assert repr(made) == repr(Enqueued(row.id, row.run_id))
 
 
 def test_job_enqueue_one_answers_whether_its_row_was_written():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 import pytest
 
@@ -155,6 +156,9 @@ def test_the_job_row_has_one_column_list_shared_by_every_write_path():
     assert tuple(arrays) == FIELDS
     [columns] = re.findall(r"WITH ORDINALITY AS i\(([^)]*)\)", fragment)
     assert tuple(c.strip() for c in columns.split(",")) == (*FIELDS, "ord")
-    shared = fragment[fragment.index("SELECT i.*") : fragment.index("ord\n") + 3]
+    _, fragments = sql.split(
+        resources.files(sql).joinpath("jobs.sql").read_text("utf-8")
+    )
+    shared = fragments["job_input"]
     for name in ("job_enqueue", "outbox_stage", "scheduler_fire"):
         assert shared in sql.QUERIES[name].text, name

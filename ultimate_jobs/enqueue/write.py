@@ -20,7 +20,7 @@ from ultimate_jobs.conf import JobsSettings, get_settings
 from ultimate_jobs.db import Database, DjangoDatabase, ensure_jobs_database
 from ultimate_jobs.declaration.registry import registry
 from ultimate_jobs.enqueue import outbox
-from ultimate_jobs.enqueue.options import Enqueueable, Enqueued
+from ultimate_jobs.enqueue.options import Enqueueable, Enqueued, written
 from ultimate_jobs.enqueue.rows import (
     Row,
     array_params,
@@ -33,15 +33,22 @@ from ultimate_jobs.ground.exceptions import (
 )
 from ultimate_jobs.ground.signals import job_enqueued
 from ultimate_jobs.observability.redaction import shown_correlation
-from ultimate_jobs.sql.rows import JOB_ENQUEUE, JOB_ENQUEUE_ONE, JOB_HOLDERS
+from ultimate_jobs.sql.rows import (
+    JOB_ENQUEUE,
+    JOB_ENQUEUE_MANY,
+    JOB_ENQUEUE_ONE,
+    JOB_HOLDERS,
+)
 
 logger = logging.getLogger(__name__)
 _RACE_RETRIES = 3
 
 
-def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]:
-    """Write rows with job_enqueue (one row: job_enqueue_one); answers one Enqueued per
-    row, in order.
+def publish(
+    db: Database, rows: list[Row], *, now: Any = None, many: bool = False
+) -> list[Enqueued]:
+    """Write rows with job_enqueue (one row: job_enqueue_one; ``many``, the rows of one
+    enqueue_many call: job_enqueue_many); answers one Enqueued per row, in order.
 
     Rows that inserted nothing were deduped: job_holders names the job holding each
     one's place. A row whose holder finished between the two statements is written
@@ -49,13 +56,13 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     """
     # One prepared round trip on Django's connection outside a transaction (issue 26).
     run = db.hot if isinstance(db, DjangoDatabase) else db.run
-    # Every row written unless the statement says otherwise (deduped left to its
-    # default: a keyword costs half as much again per Enqueued).
-    answers = [Enqueued(row.id, row.run_id) for row in rows]
+    # Every row written unless the statement says otherwise (``written``: the answer
+    # without the frozen dataclass's __init__).
+    answers = [written(row.id, row.run_id) for row in rows]
     pending = list(range(len(rows)))
     batch = rows
     for _ in range(_RACE_RETRIES):
-        not_written = _insert(run, batch, now)
+        not_written = _insert(run, batch, now, many=many)
         if not not_written:
             return answers
         deduped = [pending[position] for position in not_written]
@@ -76,7 +83,9 @@ def publish(db: Database, rows: list[Row], *, now: Any = None) -> list[Enqueued]
     return answers
 
 
-def _insert(run: Callable[..., list[Any]], batch: list[Row], now: Any) -> list[int]:
+def _insert(
+    run: Callable[..., list[Any]], batch: list[Row], now: Any, *, many: bool = False
+) -> list[int]:
     """Insert ``batch``; answer the positions (0-based) of the rows it did not write.
 
     The ids are the client's, so a written row needs no answer (issue 26). One row
@@ -86,7 +95,10 @@ def _insert(run: Callable[..., list[Any]], batch: list[Row], now: Any) -> list[i
     if len(batch) == 1:
         [one] = run(JOB_ENQUEUE_ONE, now=now, **scalar_params(batch[0]))
         return [] if one["inserted"] else [0]
-    [answer] = run(JOB_ENQUEUE, now=now, **array_params(batch))
+    if many:  # a column every row shares travels once (job_input_shared)
+        [answer] = run(JOB_ENQUEUE_MANY, now=now, **array_params(batch, shared=True))
+    else:
+        [answer] = run(JOB_ENQUEUE, now=now, **array_params(batch))
     return [ordinal - 1 for ordinal in answer["deduped"]]
 
 
@@ -138,10 +150,10 @@ def _write(
         return answers, True
     if handle.options.on_conflict == "error" and not single:
         with transaction.atomic(using=db.alias):
-            answers = publish(db, rows)
+            answers = publish(db, rows, many=True)
             _raise_on_duplicate(handle, rows, answers)
     else:
-        answers = publish(db, rows)
+        answers = publish(db, rows, many=not single)
         if handle.options.on_conflict == "error":
             _raise_on_duplicate(handle, rows, answers)
     return answers, False
@@ -156,6 +168,8 @@ def announce(
     # Asked once a batch: the per-row record (its extra dict, the id as text) is built
     # only when a handler at INFO would see it.
     logged = logger.isEnabledFor(logging.INFO)
+    if not logged and not job_enqueued.receivers:
+        return answers  # nothing to log or send: no walk over the batch (issue 26)
     for row, answer in zip(rows, answers, strict=True):
         if logged:
             logger.info(

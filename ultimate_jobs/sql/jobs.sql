@@ -40,6 +40,76 @@ SELECT i.*,
            redact, shown_key, parent_id, ord
        )
 
+-- fragment: job_input_shared
+-- job_input for enqueue_many's batch (job_enqueue_many): the same rows, but a column of
+-- one value down a batch of several rows (the name, the queue, a column of NULLs) may
+-- travel as a one-element array: `one` reads that element once and every row takes it
+-- (issue 26: no array of a thousand copies to send and parse). For a batch of one row
+-- the element is the row's own value either way. The ids, the input and the key always
+-- travel whole. (A fragment of its own: job_input's readers keep the INSERT within the
+-- first kilobyte of their text, which pg_stat_activity shows.)
+SELECT i.id, i.run_id,
+       coalesce(one.name, i.name) AS name,
+       coalesce(one.queue, i.queue) AS queue,
+       coalesce(one.priority, i.priority) AS priority,
+       i.input,
+       coalesce(one.tenant_id, i.tenant_id) AS tenant_id,
+       i.idempotency_key,
+       coalesce(one.max_attempts, i.max_attempts) AS max_attempts,
+       coalesce(one.run_at, i.run_at) AS run_at,
+       coalesce(one.delay, i.delay) AS delay,
+       coalesce(one.correlation_id, i.correlation_id) AS correlation_id,
+       coalesce(one.enqueued_by, i.enqueued_by) AS enqueued_by,
+       coalesce(one.concurrency_key, i.concurrency_key) AS concurrency_key,
+       coalesce(one.redact, i.redact) AS redact,
+       coalesce(one.shown_key, i.shown_key) AS shown_key,
+       coalesce(one.parent_id, i.parent_id) AS parent_id,
+       i.ord,
+       coalesce(
+           coalesce(one.run_at, i.run_at),
+           coalesce(%(now)s::timestamptz, now())
+               + make_interval(secs => coalesce(one.delay, i.delay, 0))
+       ) AS due
+  FROM unnest(
+           %(id)s::uuid[],
+           %(run_id)s::uuid[],
+           %(name)s::text[],
+           %(queue)s::text[],
+           %(priority)s::smallint[],
+           %(input)s::jsonb[],
+           %(tenant_id)s::text[],
+           %(idempotency_key)s::text[],
+           %(max_attempts)s::integer[],
+           %(run_at)s::timestamptz[],
+           %(delay)s::double precision[],
+           %(correlation_id)s::text[],
+           %(enqueued_by)s::text[],
+           %(concurrency_key)s::text[],
+           %(redact)s::jsonb[],
+           %(shown_key)s::text[],
+           %(parent_id)s::uuid[]
+       ) WITH ORDINALITY AS i(
+           id, run_id, name, queue, priority, input, tenant_id, idempotency_key,
+           max_attempts, run_at, delay, correlation_id, enqueued_by, concurrency_key,
+           redact, shown_key, parent_id, ord
+       )
+ CROSS JOIN (
+        SELECT CASE WHEN cardinality(%(name)s::text[]) = 1 THEN (%(name)s::text[])[1] END AS name,
+               CASE WHEN cardinality(%(queue)s::text[]) = 1 THEN (%(queue)s::text[])[1] END AS queue,
+               CASE WHEN cardinality(%(priority)s::smallint[]) = 1 THEN (%(priority)s::smallint[])[1] END AS priority,
+               CASE WHEN cardinality(%(tenant_id)s::text[]) = 1 THEN (%(tenant_id)s::text[])[1] END AS tenant_id,
+               CASE WHEN cardinality(%(max_attempts)s::integer[]) = 1 THEN (%(max_attempts)s::integer[])[1] END AS max_attempts,
+               CASE WHEN cardinality(%(run_at)s::timestamptz[]) = 1 THEN (%(run_at)s::timestamptz[])[1] END AS run_at,
+               CASE WHEN cardinality(%(delay)s::double precision[]) = 1 THEN (%(delay)s::double precision[])[1] END AS delay,
+               CASE WHEN cardinality(%(correlation_id)s::text[]) = 1 THEN (%(correlation_id)s::text[])[1] END AS correlation_id,
+               CASE WHEN cardinality(%(enqueued_by)s::text[]) = 1 THEN (%(enqueued_by)s::text[])[1] END AS enqueued_by,
+               CASE WHEN cardinality(%(concurrency_key)s::text[]) = 1 THEN (%(concurrency_key)s::text[])[1] END AS concurrency_key,
+               CASE WHEN cardinality(%(redact)s::jsonb[]) = 1 THEN (%(redact)s::jsonb[])[1] END AS redact,
+               CASE WHEN cardinality(%(shown_key)s::text[]) = 1 THEN (%(shown_key)s::text[])[1] END AS shown_key,
+               CASE WHEN cardinality(%(parent_id)s::uuid[]) = 1 THEN (%(parent_id)s::uuid[])[1] END AS parent_id
+        OFFSET 0  -- read once, not per row: the planner keeps the subquery
+       ) AS one
+
 -- fragment: clock
 -- The statement's one clock, a one-row `clock(now)`: the database's time, or the testing
 -- clock's `now` when a test passes one. Joined as `CROSS JOIN {{clock}}`; the planner
@@ -174,6 +244,30 @@ SELECT pg_notify('ultimate_jobs_wake', due.queue)
               AND job.state::text || '' = 'ready'
        )
 
+-- fragment: job_enqueue_answer
+-- The rest of job_enqueue after its `input` CTE: the insert, the wake, and the answer
+-- (the wakes sent, the ordinals of the rows not written).
+inserted AS (
+    {{job_insert}}
+),
+woken AS (
+    {{job_wake}}
+)
+-- Both are scalar subqueries of a one-row SELECT, so `woken` always runs (a CTE no
+-- part of the answer reads would be left out of the plan). The ordinals are looked for
+-- only when a row is missing: a subquery in the CASE's ELSE runs only when reached.
+SELECT (SELECT count(*) FROM woken) AS announced,
+       CASE
+           WHEN (SELECT count(*) FROM inserted) = cardinality(%(id)s::uuid[])
+           THEN '{}'::bigint[]
+           ELSE coalesce(
+               (SELECT array_agg(given.ord ORDER BY given.ord)
+                  FROM unnest(%(id)s::uuid[]) WITH ORDINALITY AS given(id, ord)
+                 WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.id)),
+               '{}'::bigint[]
+           )
+       END AS deduped
+
 -- name: job_enqueue :one
 -- Insert one row per array element (H3: a fixed number of parameters for any batch,
 -- one statement). A row that a live job's key or an existing id holds inserts nothing:
@@ -185,21 +279,15 @@ SELECT pg_notify('ultimate_jobs_wake', due.queue)
 WITH input AS (
     {{job_input}}
 ),
-inserted AS (
-    {{job_insert}}
+{{job_enqueue_answer}};
+
+-- name: job_enqueue_many :one
+-- job_enqueue for enqueue_many's own batch (issue 26): the same insert, wake and answer,
+-- its input through job_input_shared, so a column every row shares travels once.
+WITH input AS (
+    {{job_input_shared}}
 ),
-woken AS (
-    {{job_wake}}
-)
--- Both are scalar subqueries of a one-row SELECT, so `woken` always runs (a CTE no
--- part of the answer reads would be left out of the plan).
-SELECT (SELECT count(*) FROM woken) AS announced,
-       coalesce(
-           (SELECT array_agg(given.ord ORDER BY given.ord)
-              FROM unnest(%(id)s::uuid[]) WITH ORDINALITY AS given(id, ord)
-             WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.id)),
-           '{}'::bigint[]
-       ) AS deduped;
+{{job_enqueue_answer}};
 
 -- name: job_enqueue_one :one
 -- job_enqueue for one row, the enqueue one by one (issue 26): the same insert (J1, J2,

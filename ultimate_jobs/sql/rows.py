@@ -209,6 +209,7 @@ class Delivered(TypedDict):
 
 
 JOB_ENQUEUE = typed("job_enqueue", Enqueue)
+JOB_ENQUEUE_MANY = typed("job_enqueue_many", Enqueue)
 JOB_ENQUEUE_ONE = typed("job_enqueue_one", EnqueueOne)
 JOB_HOLDERS = typed("job_holders", Holder)
 OUTBOX_STAGE = typed("outbox_stage", Inserted)
