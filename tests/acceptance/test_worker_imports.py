@@ -16,12 +16,30 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import django
 import pytest
 
 from tests.conftest import REPO
 from ultimate_jobs.observability.metrics import DURATION_BUCKETS
+
+
+def answer_of(script: str, env: dict[str, str], *args: str) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter from the repository; its last line of
+    output, as JSON (the process must exit 0)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
 
 # Loaded by no worker that exports nothing: each was imported by one before (the
 # first three by apps.py and the jobs_worker command, issue 26), or is the web's.
@@ -81,17 +99,7 @@ print(json.dumps({"loaded": loaded, "served": [[k[0], k[1], v] for k, v in serve
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_that_exports_nothing_never_loads_prometheus_client(worker_env):
     env = worker_env() | {"DJANGO_SETTINGS_MODULE": "tests.settings_lean"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(NEVER_IN_A_WORKER)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = answer_of(SCRIPT, env, json.dumps(NEVER_IN_A_WORKER))
     assert answer["loaded"] == []
     served = {
         (name, tuple(map(tuple, labels))): v for name, labels, v in answer["served"]
@@ -166,17 +174,7 @@ print(json.dumps({"before": before, "once": once, "twice": served()}))
 def test_what_was_tallied_before_prometheus_client_is_what_it_would_have_counted():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_lean"}
     env.setdefault("DATABASE_URL", "postgres://unused@127.0.0.1:1/unused")
-    done = subprocess.run(
-        [sys.executable, "-c", RECORDS],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = answer_of(RECORDS, env)
     assert answer["before"] is False
     once, twice = answer["once"], answer["twice"]
     assert set(once) == set(twice)
@@ -231,17 +229,7 @@ print(json.dumps({"loaded": loaded, "refused": refused, "after": "croniter" in s
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_that_is_not_the_scheduler_never_loads_croniter(worker_env):
     env = worker_env() | {"DJANGO_SETTINGS_MODULE": "tests.settings_lean"}
-    done = subprocess.run(
-        [sys.executable, "-c", NO_CRON],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = answer_of(NO_CRON, env)
     assert answer["loaded"] == []
     assert "out of range" in answer["refused"]
     assert answer["after"] is True
